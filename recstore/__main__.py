@@ -1,0 +1,3 @@
+from recstore.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""CLI commands: agentuse_cmds (placeholder until its issue lands)."""

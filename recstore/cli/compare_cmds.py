@@ -1,0 +1,1 @@
+"""CLI commands: compare_cmds (placeholder until its issue lands)."""

@@ -1,0 +1,1 @@
+"""CLI commands: demo_cmd (placeholder until its issue lands)."""

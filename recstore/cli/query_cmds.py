@@ -1,0 +1,1 @@
+"""CLI commands: query_cmds (placeholder until its issue lands)."""

@@ -1,0 +1,1 @@
+"""CLI commands: record_cmds (placeholder until its issue lands)."""

@@ -1,0 +1,1 @@
+"""CLI commands: replay_cmds (placeholder until its issue lands)."""

@@ -1,0 +1,1 @@
+"""CLI commands: sweep_cmds (placeholder until its issue lands)."""

@@ -1,0 +1,1 @@
+"""recstore.formats layer."""

@@ -1,0 +1,1 @@
+"""recstore.records layer."""

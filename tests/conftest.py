@@ -1,0 +1,53 @@
+"""Shared test helpers: where the read-only fixtures live (never copied into the repo)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED = REPO_ROOT.parent / "shared"
+AIOC_FIXTURES = SHARED / "fixtures" / "aioc"
+CORPUS_DEV = AIOC_FIXTURES / "corpus-dev"
+AGENTUSE_DATA = SHARED / "fixtures" / "agentuse" / "data"
+
+# The 13 records that expected-aioc-0.2.8.json covers.
+AIOC_RECORD_NAMES = [
+    "simple-run",
+    "tool-allow",
+    "handoff-allow",
+    "handoff-deny",
+    "compare-v1",
+    "compare-v2",
+    "reported-runrecord-1",
+    "v-handoff-cycle",
+    "v-two-handoffs-one-turn",
+    "v-approval-and-soft-deny",
+    "v-failed-deny-throw",
+    "v-thread-continuation",
+    "v-guardrail-triggered",
+]
+
+
+def read_ndjson_gz(path: Path) -> list[dict]:
+    """All lines of a gzip NDJSON fixture, parsed."""
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def aioc_records() -> dict[str, dict]:
+    """The 13 aioc fixture records by name."""
+    return {
+        name: json.loads((AIOC_FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+        for name in AIOC_RECORD_NAMES
+    }
+
+
+@pytest.fixture(scope="session")
+def expected_aioc() -> dict:
+    """aioc's own outputs for the 13 records."""
+    return json.loads((AIOC_FIXTURES / "expected-aioc-0.2.8.json").read_text(encoding="utf-8"))
