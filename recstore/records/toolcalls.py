@@ -1,0 +1,75 @@
+"""aioc ``extractToolCalls`` (docs/aioc-runrecord.md §4), byte-for-byte.
+
+Example:
+    >>> items = [
+    ...     {"type": "tool_call_item", "callId": "c1", "name": "lookup", "arguments": {"b": 2, "a": 1}},
+    ...     {"type": "tool_call_output_item", "callId": "c1", "output": {"ok": True}},
+    ... ]
+    >>> call = extract_tool_calls(items)[0]
+    >>> call["turn"], call["hasOutput"], call["argsCanonicalJson"]
+    (1, True, '{"a":1,"b":2}')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recstore.canonical import canonical_json, sha256_text
+
+__all__ = ["EMPTY_ARGS_HASH", "UNDEFINED_CANONICAL", "extract_tool_calls", "output_canonical"]
+
+# H({}): the argsHash of an orphan output's synthetic call.
+EMPTY_ARGS_HASH = sha256_text("{}")
+# aioc canonicalizes JS `undefined` (an output item without an `output` key) as this string.
+UNDEFINED_CANONICAL = canonical_json("[undefined]")
+
+
+def _new_call(call_id: Any, name: Any, arguments: dict | Any, turn: int | None) -> dict:
+    args_json = canonical_json(arguments)
+    # Key order is aioc's object literal order; `turn` is absent (JS undefined) for orphans.
+    call = {"callId": call_id, "name": name, "arguments": arguments, "hasOutput": False}
+    if turn is not None:
+        call["turn"] = turn
+    call["argsCanonicalJson"] = args_json
+    call["argsHash"] = EMPTY_ARGS_HASH if args_json == "{}" else sha256_text(args_json)
+    return call
+
+
+def extract_tool_calls(record_or_items: dict | list) -> list[dict]:
+    """Tool calls of a JSON-form record (or its ``items``) exactly as aioc 0.2.8 extracts them.
+
+    ``turn`` is the 1-based ordinal of the call over all ``tool_call_item`` entries (input history
+    included), not the request turn. An output whose callId has no earlier call becomes an orphan
+    (``name ""``, ``arguments {}``, no ``turn``). Outputs attach to the most recent call with the
+    same callId. ``arguments`` and ``output`` are the record's own objects, not copies.
+    """
+    items = record_or_items if isinstance(record_or_items, list) else record_or_items["items"]
+    ordered: list[dict] = []
+    by_id: dict[Any, dict] = {}
+    counter = 0
+    for item in items:
+        kind = item.get("type")
+        if kind == "tool_call_item":
+            counter += 1
+            # Only a missing key becomes {}; an explicit null stays null.
+            arguments = item["arguments"] if "arguments" in item else {}
+            call = _new_call(item.get("callId"), item.get("name"), arguments, counter)
+            by_id[item.get("callId")] = call
+            ordered.append(call)
+        elif kind == "tool_call_output_item":
+            call = by_id.get(item.get("callId"))
+            if call is None:
+                call = _new_call(item.get("callId"), "", {}, None)
+                by_id[item.get("callId")] = call
+                ordered.append(call)
+            call["hasOutput"] = True
+            if "output" in item:
+                call["output"] = item["output"]
+            else:  # JS assigns undefined, which JSON drops
+                call.pop("output", None)
+    return ordered
+
+
+def output_canonical(call: dict) -> str:
+    """Canonical JSON of a call's output, with aioc's ``"[undefined]"`` for a missing one."""
+    return canonical_json(call["output"]) if "output" in call else UNDEFINED_CANONICAL
