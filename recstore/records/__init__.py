@@ -11,12 +11,45 @@ Example:
 from __future__ import annotations
 
 from recstore.records.compare import SECTIONS, compare_records, resolve_sections, utf16_length
-from recstore.records.toolcalls import extract_tool_calls
+from recstore.records.structure import (
+    DecisionJoin,
+    Finding,
+    HandoffTransition,
+    InputScope,
+    RecordAnalysis,
+    Request,
+    ToolCallJoin,
+    Visit,
+    analyze,
+    envelope_of,
+    handoff_transitions,
+    initial_agent,
+    input_scope,
+    requests,
+    visits,
+)
+from recstore.records.toolcalls import extract_tool_calls, locate_tool_calls
 
 __all__ = [
     "SECTIONS",
+    "DecisionJoin",
+    "Finding",
+    "HandoffTransition",
+    "InputScope",
+    "RecordAnalysis",
+    "Request",
+    "ToolCallJoin",
+    "Visit",
+    "analyze",
     "compare_records",
+    "envelope_of",
     "extract_tool_calls",
+    "handoff_transitions",
+    "initial_agent",
+    "input_scope",
+    "locate_tool_calls",
+    "requests",
     "resolve_sections",
     "utf16_length",
+    "visits",
 ]

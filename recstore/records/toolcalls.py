@@ -16,7 +16,13 @@ from typing import Any
 
 from recstore.canonical import canonical_json, sha256_text
 
-__all__ = ["EMPTY_ARGS_HASH", "UNDEFINED_CANONICAL", "extract_tool_calls", "output_canonical"]
+__all__ = [
+    "EMPTY_ARGS_HASH",
+    "UNDEFINED_CANONICAL",
+    "extract_tool_calls",
+    "locate_tool_calls",
+    "output_canonical",
+]
 
 # H({}): the argsHash of an orphan output's synthetic call.
 EMPTY_ARGS_HASH = sha256_text("{}")
@@ -44,30 +50,39 @@ def extract_tool_calls(record_or_items: dict | list) -> list[dict]:
     same callId. ``arguments`` and ``output`` are the record's own objects, not copies.
     """
     items = record_or_items if isinstance(record_or_items, list) else record_or_items["items"]
+    return locate_tool_calls(items)[0]
+
+
+def locate_tool_calls(items: list) -> tuple[list[dict], list[list[int | None]]]:
+    """:func:`extract_tool_calls` plus, per call, ``[call item index, output item index]``
+    (``None`` for an orphan's missing call or a dangling call's missing output)."""
     ordered: list[dict] = []
-    by_id: dict[Any, dict] = {}
+    positions: list[list[int | None]] = []
+    by_id: dict[Any, int] = {}
     counter = 0
-    for item in items:
+    for index, item in enumerate(items):
         kind = item.get("type")
         if kind == "tool_call_item":
             counter += 1
             # Only a missing key becomes {}; an explicit null stays null.
             arguments = item["arguments"] if "arguments" in item else {}
-            call = _new_call(item.get("callId"), item.get("name"), arguments, counter)
-            by_id[item.get("callId")] = call
-            ordered.append(call)
+            by_id[item.get("callId")] = len(ordered)
+            ordered.append(_new_call(item.get("callId"), item.get("name"), arguments, counter))
+            positions.append([index, None])
         elif kind == "tool_call_output_item":
-            call = by_id.get(item.get("callId"))
-            if call is None:
-                call = _new_call(item.get("callId"), "", {}, None)
-                by_id[item.get("callId")] = call
-                ordered.append(call)
+            at = by_id.get(item.get("callId"))
+            if at is None:
+                at = by_id[item.get("callId")] = len(ordered)
+                ordered.append(_new_call(item.get("callId"), "", {}, None))
+                positions.append([None, None])
+            call = ordered[at]
+            positions[at][1] = index
             call["hasOutput"] = True
             if "output" in item:
                 call["output"] = item["output"]
             else:  # JS assigns undefined, which JSON drops
                 call.pop("output", None)
-    return ordered
+    return ordered, positions
 
 
 def output_canonical(call: dict) -> str:
