@@ -80,6 +80,19 @@ CREATE TABLE IF NOT EXISTS streams (
     ingested_at TIMESTAMP NOT NULL
 );
 
+-- Lineage a caller attached at ingest (replay provenance, 'subagent', 'sweep_case', ...).
+-- parent_run_key is NULL when only the parent's run id is known.
+CREATE TABLE IF NOT EXISTS lineage_log (
+    child_run_key  VARCHAR NOT NULL,
+    revision       INTEGER NOT NULL,
+    parent_run_key VARCHAR,
+    parent_run_id  VARCHAR,
+    relation       VARCHAR NOT NULL,
+    detail         JSON,
+    source_id      BIGINT NOT NULL,
+    batch_id       BIGINT NOT NULL
+);
+
 -- The event log. seq is global and gap-free in commit order; stream_pos counts from 0 within a
 -- stream across all its revisions. hash = sha256(prev_hash | stream_key | stream_pos | revision |
 -- type | idx | turn | payload) chains every event to the previous one of its stream.

@@ -212,17 +212,6 @@ CREATE TABLE IF NOT EXISTS findings (
     path          VARCHAR
 );
 
--- Lineage recorded at ingest: metadata.replayOfRunId ('replay_of') and rows callers attach
--- (replay provenance, 'subagent', 'sweep_case'). parent_run_key is NULL while the parent is unknown.
-CREATE TABLE IF NOT EXISTS lineage_recorded (
-    child_run_key  VARCHAR NOT NULL,
-    parent_run_key VARCHAR,
-    parent_run_id  VARCHAR,
-    relation       VARCHAR NOT NULL,
-    detail         JSON,
-    source_id      BIGINT NOT NULL
-);
-
 -- sha256 of canonical JSON of items[:prefix_len] for every prefix of a run's input scope;
 -- a run whose prefix hash equals another run's runs.items_hash continues that run's thread.
 CREATE TABLE IF NOT EXISTS run_input_prefixes (
@@ -231,17 +220,29 @@ CREATE TABLE IF NOT EXISTS run_input_prefixes (
     prefix_hash VARCHAR NOT NULL
 );
 
--- Public lineage: recorded rows, parents resolved by run id when they arrived later, plus thread
--- continuations (each child linked to the runs whose whole item list is its longest input prefix).
+-- Public lineage: replays named by metadata.replayOfRunId, rows callers attached at ingest
+-- (lineage_log), and thread continuations (each child linked to the runs whose whole item list is
+-- its longest input prefix). Parents are resolved by run id, so a parent stored later still links.
 CREATE OR REPLACE VIEW lineage AS
+SELECT r.run_key AS child_run_key,
+       p.run_key AS parent_run_key,
+       r.replay_of_run_id AS parent_run_id,
+       'replay_of' AS relation,
+       CAST(NULL AS JSON) AS detail,
+       r.source_id
+FROM runs r
+LEFT JOIN runs p ON p.run_id = r.replay_of_run_id AND p.format = r.format
+WHERE r.replay_of_run_id IS NOT NULL
+UNION ALL
 SELECT l.child_run_key,
        coalesce(l.parent_run_key, p.run_key) AS parent_run_key,
-       l.parent_run_id,
+       coalesce(l.parent_run_id, p2.run_id) AS parent_run_id,
        l.relation,
        l.detail,
        l.source_id
-FROM lineage_recorded l
+FROM lineage_log l
 LEFT JOIN runs p ON l.parent_run_key IS NULL AND p.run_id = l.parent_run_id AND p.format = 'aioc'
+LEFT JOIN runs p2 ON l.parent_run_key IS NOT NULL AND p2.run_key = l.parent_run_key
 UNION ALL
 SELECT child_run_key, parent_run_key, parent_run_id, 'thread_continuation', detail, source_id
 FROM (
