@@ -76,12 +76,14 @@ class Handoff:
 
     ``enabled(context) -> bool`` is evaluated at every turn (``None`` = always enabled); a disabled
     rule exposes no tool that turn. ``description`` overrides ``target.handoff_description`` in
-    the tool description.
+    the tool description. ``tool_name`` exposes the tool under exactly that name instead of the
+    generated ``handoff_to_*`` one (replays of records whose names do not follow the rule).
     """
 
     target: Agent
     enabled: Callable[[Any], bool] | None = None
     description: str | None = None
+    tool_name: str | None = None
 
     def __repr__(self) -> str:
         return f"Handoff(target={self.target.name!r})"

@@ -54,7 +54,7 @@ __all__ = [
 
 RUNTIME_VERSION = f"recstore-{__version__}"
 
-ToolExecutor = Callable[[Tool, Any, Any], Any]
+ToolExecutor = Callable[[Tool, Any, PolicyInput], Any]
 
 
 @dataclass(frozen=True)
@@ -135,13 +135,12 @@ class _TurnTools:
 
 def _turn_tools(agent: Agent, context: Any) -> _TurnTools:
     tools = {t.name: t for t in agent.tools}
-    taken = set(tools)
+    rules = [r for r in agent.handoff_rules() if r.enabled is None or r.enabled(context)]
+    taken = set(tools) | {r.tool_name for r in rules if r.tool_name}
     handoffs: dict[str, Agent] = {}
     specs = [t.spec() for t in agent.tools]
-    for rule in agent.handoff_rules():
-        if rule.enabled is not None and not rule.enabled(context):
-            continue
-        name = handoff_tool_name(rule.target.name, taken)
+    for rule in rules:
+        name = rule.tool_name or handoff_tool_name(rule.target.name, taken)
         taken.add(name)
         handoffs[name] = rule.target
         description = f'Handoff to agent "{rule.target.name}".'
@@ -278,7 +277,7 @@ class _Run:
             raise ToolCallPolicyDeniedError(tool.name, result["reason"])
         validated = validate_arguments(tool.parameters, arguments)
         if self.tool_executor is not None:
-            return ok_envelope(self.tool_executor(tool, validated, self.context))
+            return ok_envelope(self.tool_executor(tool, validated, policy_input))
         if tool.func is None:
             raise AgentRunError(f'Tool "{tool.name}" has no implementation.')
         return ok_envelope(tool.func(validated, self.context))
@@ -339,9 +338,11 @@ def run(
         metadata: recorded as ``metadata`` (absent when ``None``).
         include_prompt_text: add ``promptText`` to prompt snapshots.
         clock: returns ISO timestamps; called once per recorded timestamp, in record order.
-        tool_executor: ``(tool, validated_args, context) -> output`` replaces ``tool.func``; it
-            runs only after a policy allow and argument validation. Return ``ABSENT`` for an
-            output without ``data``; raise to fail the run (the record names the exception).
+        tool_executor: ``(tool, validated_args, call) -> output`` replaces ``tool.func``; it
+            runs only after a policy allow and argument validation. ``call`` is the
+            ``PolicyInput`` the policy saw (agent, call id, turn, raw arguments, context). Return
+            ``ABSENT`` for an output without ``data``; raise to fail the run (the record names
+            the exception).
 
     Returns:
         ``RunResult(output, record, error)``. Run failures never raise: the record has
