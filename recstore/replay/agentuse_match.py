@@ -1,0 +1,758 @@
+"""agentuse's strict replay matching (docs/agentuse-sessions.md §2.3, §2.7, §3) as a tool tape.
+
+A strict replay serves every tool call of the new run from the source run's recordings and stops
+at the first call it cannot serve; no live call and no fabrication ever happens. This module is
+the closed dispatcher: :class:`AgentuseTape` answers one call at a time, keeps the per-call
+provenance trace (§3.4) and reports a ``replay.json``-shaped dict (§3.6). It is pure apart from
+reading the snapshotted reference files it is given.
+
+Recordings come from an agentuse session (:func:`recordings_from_session`) or from any aioc
+RunRecord (:func:`recordings_from_record`), so ``--match agentuse`` works on both formats.
+
+Example:
+    >>> rec = RecordingSet(source_id="s1", recordings=[Recording("tools__bash",
+    ...     {"command": "ls"}, "completed", {"output": "a"}, None, "p1")], cwd="/proj")
+    >>> tape = AgentuseTape(rec, project_root="/proj")
+    >>> tape.call("tools__bash", {"intent": "list", "command": "ls"}).value
+    {'output': 'a'}
+    >>> tape.call("tools__bash", {"command": "ls"}).value["error"]
+    'REPLAY_INPUT_MISSING'
+    >>> tape.status()
+    'mismatch'
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import posixpath
+import uuid
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from recstore.canonical import canonical_json
+from recstore.errors import InputError
+from recstore.formats.agentuse import AgentuseRun, ToolCall
+from recstore.records import extract_tool_calls
+
+__all__ = [
+    "MISMATCH_REASON",
+    "AgentuseTape",
+    "Recording",
+    "RecordingSet",
+    "ReferenceFile",
+    "ReplaySourceError",
+    "TapeResult",
+    "match_key",
+    "recordings_from_record",
+    "recordings_from_session",
+    "snapshot_references",
+]
+
+MISMATCH_REASON = (
+    "No unused recording matches this tool and its arguments before the source session's first "
+    "proposal. No live call or fabrication was attempted."
+)
+STRIP_INTENT = frozenset({"intent"})
+STRIP_RUNTIME_KEYS = frozenset({"intent", "recovers"})
+READ_TOOL = "tools__filesystem_read"
+GATE_TOOL = "await_human"
+OUTCOME_TOOLS = {"report_complete": "complete", "report_incomplete": "incomplete"}
+TEMP_STORE = "replay-memory"
+TEMP_ID_PREFIX = "replay-"
+MAX_REFERENCE_BYTES = 4 * 1024 * 1024
+MAX_READ_LINE = 2000
+# store_list row keys that are item metadata, always returned without being asked for (§3.5).
+_ROW_METADATA = frozenset(
+    {
+        "id",
+        "title",
+        "type",
+        "status",
+        "dataKeys",
+        "createdAt",
+        "updatedAt",
+        "createdBy",
+        "parentId",
+        "tags",
+        "match",
+        "missingFields",
+    }
+)
+_LIST_WINDOW_KEYS = ("fields", "limit", "offset", "intent")
+
+
+class ReplaySourceError(InputError):
+    """The source run cannot be replayed strictly (mock/replay session, still running, ...)."""
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One recorded tool call: a completed output or a recorded error message."""
+
+    tool: str
+    input: Any
+    status: str  # completed | error
+    output: Any
+    error: str | None
+    part_id: str
+    source_sha256: str | None = None
+
+
+@dataclass
+class RecordingSet:
+    """Everything a strict replay takes from its source (§2.3 "recording selection")."""
+
+    source_id: str
+    recordings: list[Recording]
+    cwd: str | None = None
+    source_run_key: str | None = None
+    user_prompt: str | None = None
+    model: str | None = None
+    created_at: int | None = None  # ms epoch; "now" of the replay and temp-store timestamps
+    original_text: str = ""
+    original_proposal: Any = None
+    tools_snapshot: list[dict] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ReferenceFile:
+    """A read-only file grant snapshotted before generation: its current content and hash."""
+
+    path: str
+    sha256: str
+    text: str
+
+
+@dataclass(frozen=True)
+class TapeResult:
+    """What the tape answers: ``value`` for the model, or ``is_error`` with the recorded message
+    (to be raised as a tool error, not a stop)."""
+
+    value: Any
+    is_error: bool = False
+
+    @property
+    def error_message(self) -> str | None:
+        return self.value if self.is_error else None
+
+
+# ----------------------------------------------------------------------------------------------
+# Keys
+
+
+def resolve_lexically(path: str, cwd: str | None) -> str:
+    """``path`` joined to ``cwd`` and normalised without touching the filesystem (§3.1 step 2):
+    no symlinks, no case change, no ``~`` expansion."""
+    joined = path if path.startswith("/") or not cwd else posixpath.join(cwd, path)
+    normal = posixpath.normpath(joined)
+    return "/" + normal.lstrip("/") if normal.startswith("//") else normal
+
+
+def canonical_args(
+    tool: str, args: Any, cwd: str | None, strip: Iterable[str] = STRIP_INTENT
+) -> Any:
+    """The argument half of the match key: top-level ``strip`` keys removed (nested ones are
+    significant) and ``tools__filesystem_read.file_path`` resolved against ``cwd``."""
+    if not isinstance(args, dict):
+        return args
+    drop = set(strip)
+    out = {k: v for k, v in args.items() if k not in drop}
+    if tool == READ_TOOL and isinstance(out.get("file_path"), str):
+        out["file_path"] = resolve_lexically(out["file_path"], cwd)
+    return out
+
+
+def match_key(tool: str, args: Any, cwd: str | None, strip: Iterable[str] = STRIP_INTENT) -> str:
+    """agentuse's match key: JSON of ``[tool, canonicalArgs]`` with object keys sorted at every
+    depth, array order kept and JavaScript number formatting (so ``1`` equals ``1.0``)."""
+    return canonical_json([tool, canonical_args(tool, args, cwd, strip)])
+
+
+def has_media(value: Any) -> bool:
+    """True if a recorded output carries media the replay cannot serve (§2.3 step 7)."""
+    if isinstance(value, dict):
+        if "_media" in value or "__mediaCacheRef" in value:
+            return True
+        if value.get("type") in ("image", "audio") and ("data" in value or "source" in value):
+            return True
+        return any(has_media(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_media(v) for v in value)
+    return False
+
+
+# ----------------------------------------------------------------------------------------------
+# Recording selection
+
+
+def recordings_from_session(run: AgentuseRun) -> RecordingSet:
+    """The recordings of an agentuse session, by agentuse's load rules (§2.3, §3.3).
+
+    Raises:
+        ReplaySourceError: mock/replay/result-test sessions, sessions still running or
+            preparing, or sessions without a primary message or tool snapshot.
+    """
+    root = run.root
+    where = run.run_key
+    if root.mock:
+        raise ReplaySourceError(
+            "is a mock, replay or result-test session (mock:true); its approvals are not human data and it cannot be a replay source",
+            source=where,
+        )
+    if root.status in ("running", "preparing"):
+        raise ReplaySourceError(
+            f"is still '{root.status}'; only completed, error or suspended sessions can be replayed",
+            source=where,
+        )
+    primary = run.primary_message
+    if primary is None:
+        raise ReplaySourceError("has no primary message (message.json)", source=where)
+    if not run.tools_snapshot:
+        raise ReplaySourceError("has no tools.json snapshot (or it is empty)", source=where)
+    parts = sorted(
+        [c for c in run.tool_calls if c.message_id == primary.message_id]
+        + [e for e in run.events if e.message_id == primary.message_id],
+        key=lambda p: p.order,
+    )
+    recordings: list[Recording] = []
+    text: list[str] = []
+    proposal = None
+    for part in parts:
+        if not isinstance(part, ToolCall):
+            if part.type != "text":
+                continue
+            if part.payload.get("role") == "user":
+                break  # a follow-up continuation: excluded with everything after it
+            body = part.payload.get("text")
+            text.append(body if isinstance(body, str) else "")
+        else:
+            if part.tool == GATE_TOOL:
+                proposal = copy.deepcopy(part.input)
+                break
+            if part.raw_status in ("completed", "error"):
+                recordings.append(
+                    Recording(
+                        part.tool,
+                        part.input,
+                        part.raw_status,
+                        part.output,
+                        part.error,
+                        part.part_id,
+                        part.sha256 or None,
+                    )
+                )
+    return RecordingSet(
+        source_id=run.session_id,
+        source_run_key=run.run_key,
+        recordings=recordings,
+        cwd=primary.root,
+        user_prompt=primary.user_prompt,
+        model=root.model,
+        created_at=root.created,
+        original_text="".join(text),
+        original_proposal=proposal,
+        tools_snapshot=run.tools_snapshot,
+    )
+
+
+def _unwrap_envelope(output: Any) -> tuple[str, Any] | None:
+    """aioc result envelope → (status, data); None when ``output`` is not an envelope."""
+    if (
+        isinstance(output, dict)
+        and output.get("status") in ("ok", "denied", "approval_required")
+        and all(k in output for k in ("code", "publicReason", "data"))
+    ):
+        return output["status"], output["data"]
+    return None
+
+
+def recordings_from_record(record: dict, *, cwd: str | None = None) -> RecordingSet:
+    """The recordings of an aioc RunRecord under agentuse's rules: tool calls with outputs,
+    before the first ``await_human`` call or user message after the input scope. Envelopes are
+    unwrapped like aioc does (``ok`` → data); denied/approval envelopes are recorded as errors.
+
+    Raises:
+        ReplaySourceError: the record is itself a replay (``metadata.replayOfRunId``) or a mock.
+    """
+    metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+    run_id = str(record.get("runId", ""))
+    if metadata.get("replayOfRunId") or metadata.get("mock") is True:
+        raise ReplaySourceError(
+            "is a replay or mock run and cannot be a strict replay source", source=f"aioc:{run_id}"
+        )
+    items = record.get("items") if isinstance(record.get("items"), list) else []
+    input_count = record.get("inputItemCount")
+    stop_at = len(items)
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        after_input = isinstance(input_count, int) and index >= input_count
+        if item.get("type") == "tool_call_item" and item.get("name") == GATE_TOOL:
+            stop_at = index
+            break
+        if after_input and item.get("type") == "message" and item.get("role") == "user":
+            stop_at = index
+            break
+    proposal = None
+    if stop_at < len(items) and items[stop_at].get("type") == "tool_call_item":
+        proposal = copy.deepcopy(items[stop_at].get("arguments"))
+    recordings = []
+    for call in extract_tool_calls(items[:stop_at]):
+        if not call["hasOutput"] or not call["name"]:
+            continue
+        envelope = _unwrap_envelope(call.get("output"))
+        if envelope is None:
+            recordings.append(
+                Recording(
+                    call["name"],
+                    call["arguments"],
+                    "completed",
+                    call.get("output"),
+                    None,
+                    call["callId"],
+                )
+            )
+        elif envelope[0] == "ok":
+            recordings.append(
+                Recording(
+                    call["name"], call["arguments"], "completed", envelope[1], None, call["callId"]
+                )
+            )
+        else:
+            reason = call["output"].get("publicReason") or call["output"].get("code") or envelope[0]
+            recordings.append(
+                Recording(
+                    call["name"], call["arguments"], "error", None, str(reason), call["callId"]
+                )
+            )
+    text = [
+        item["content"]
+        for item in items[:stop_at]
+        if isinstance(item, dict)
+        and item.get("type") == "message"
+        and item.get("role") == "assistant"
+        and isinstance(item.get("content"), str)
+    ]
+    return RecordingSet(
+        source_id=run_id,
+        source_run_key=f"aioc:{run_id}",
+        recordings=recordings,
+        cwd=cwd,
+        user_prompt=record.get("question") if isinstance(record.get("question"), str) else None,
+        model=record.get("model") if isinstance(record.get("model"), str) else None,
+        created_at=_iso_to_ms(record.get("startedAt")),
+        original_text="".join(text),
+        original_proposal=proposal,
+    )
+
+
+def _iso_to_ms(value: Any) -> int | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def snapshot_references(paths: Sequence[str | Path], project_root: str) -> list[ReferenceFile]:
+    """Snapshot explicit read-only file grants (§2.3): regular files of at most 4 MiB without NUL
+    bytes, resolved against ``project_root``.
+
+    Raises:
+        InputError: a granted file is missing, not a regular file, too large or binary.
+    """
+    out = []
+    for raw in paths:
+        path = resolve_lexically(str(raw), project_root)
+        p = Path(path)
+        if not p.is_file():
+            raise InputError("reference file is missing or not a regular file", source=path)
+        data = p.read_bytes()
+        if len(data) > MAX_REFERENCE_BYTES or b"\0" in data:
+            raise InputError(
+                "reference file is larger than 4 MiB or contains NUL bytes", source=path
+            )
+        out.append(
+            ReferenceFile(path, hashlib.sha256(data).hexdigest(), data.decode("utf-8", "replace"))
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The tape
+
+
+def format_read(text: str, offset: Any = None, limit: Any = None) -> str:
+    """A file's content the way agentuse's read tool shows it: 1-based right-aligned line
+    numbers and a tab, long lines cut, a ``[Reading lines a-b of N total]`` header when paged."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    total = len(lines)
+    start = (
+        max(int(offset) - 1, 0)
+        if isinstance(offset, (int, float)) and not isinstance(offset, bool)
+        else 0
+    )
+    count = (
+        int(limit)
+        if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0
+        else total
+    )
+    window = lines[start : start + count]
+    width = len(str(start + len(window))) if window else 1
+    body = []
+    for i, line in enumerate(window, start + 1):
+        shown = line if len(line) <= MAX_READ_LINE else line[:MAX_READ_LINE] + "... (truncated)"
+        body.append(f"{i:>{width}}\t{shown}")
+    out = "\n".join(body)
+    if start > 0 or start + len(window) < total:
+        out = f"[Reading lines {start + 1}-{start + len(window)} of {total} total]\n{out}"
+    return out
+
+
+def _split_list_input(value: dict, drop_include_data: bool) -> tuple[dict, Any, Any, Any]:
+    """store_list input → (query, fields, limit, offset)."""
+    query = {k: v for k, v in value.items() if k not in _LIST_WINDOW_KEYS}
+    if drop_include_data:
+        query.pop("includeData", None)
+    offset = value.get("offset", 0)
+    return query, value.get("fields"), value.get("limit"), offset if offset is not None else 0
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def project_store_list(new_input: dict, recorded_input: dict, recorded_output: Any) -> dict | None:
+    """Serve a ``store_list`` call from a wider recorded page (§3.5), or None if it does not fit."""
+    new_query, fields, limit, offset = _split_list_input(new_input, False)
+    rec_query, _rec_fields, _rec_limit, rec_offset = _split_list_input(recorded_input, True)
+    if canonical_json(new_query) != canonical_json(rec_query):
+        return None
+    out = recorded_output
+    if not (
+        isinstance(out, dict) and out.get("success") is True and isinstance(out.get("items"), list)
+    ) or has_media(out):
+        return None
+    if not (_is_count(offset) and _is_count(rec_offset)) or (
+        limit is not None and not _is_count(limit)
+    ):
+        return None
+    rows: list = out["items"]
+    total = out.get("total") if _is_count(out.get("total")) else len(rows) + rec_offset
+    start = int(offset - rec_offset)
+    end = start + int(limit) if limit is not None else int(total - rec_offset)
+    if start < 0 or start > len(rows):
+        return None
+    if end > len(rows) and rec_offset + len(rows) < total:
+        return None  # the window runs past a page that was not the tail of the list
+    include_data = bool(recorded_input.get("includeData"))
+    picked = []
+    for row in rows[start:end]:
+        projected = _project_row(row, fields, include_data)
+        if projected is None:
+            return None
+        picked.append(projected)
+    result = {k: copy.deepcopy(v) for k, v in out.items() if k != "dataKeysByType"}
+    result.update(items=picked, count=len(picked), replay=True)
+    return result
+
+
+def _project_row(row: Any, fields: Any, include_data: bool) -> dict | None:
+    if not isinstance(row, dict):
+        return None
+    data = row.get("data") if isinstance(row.get("data"), dict) else {}
+    known_missing = row.get("missingFields") if isinstance(row.get("missingFields"), list) else []
+    out = {k: copy.deepcopy(v) for k, v in row.items() if k not in ("data", "missingFields")}
+    picked: dict = {}
+    missing = list(known_missing)
+    for key in fields or []:
+        if key in data:
+            picked[key] = copy.deepcopy(data[key])
+        elif key in _ROW_METADATA:
+            continue
+        elif include_data or key in known_missing:
+            if key not in missing:
+                missing.append(key)
+        else:
+            return None  # a field the recording cannot answer
+    if fields is not None:
+        out["data"] = picked
+    if missing:
+        out["missingFields"] = missing
+    return out
+
+
+class AgentuseTape:
+    """The closed dispatcher of a strict replay: every tool call goes through :meth:`call`.
+
+    ``project_root`` is the replay's own root (new relative read paths resolve against it);
+    recordings resolve against the source's ``cwd``. ``strip_keys`` is ``{"intent"}`` by default
+    (agentuse's documented rule); pass :data:`STRIP_RUNTIME_KEYS` to ignore ``recovers`` too.
+    """
+
+    def __init__(
+        self,
+        recordings: RecordingSet,
+        *,
+        project_root: str | None = None,
+        references: Sequence[ReferenceFile] = (),
+        strip_keys: Iterable[str] = STRIP_INTENT,
+    ) -> None:
+        self.source = recordings
+        self.project_root = project_root if project_root is not None else recordings.cwd
+        self.strip_keys = frozenset(strip_keys)
+        self.references = {r.path: r for r in references}
+        self.queues: dict[str, deque[Recording]] = {}
+        for rec in recordings.recordings:
+            key = match_key(rec.tool, rec.input, recordings.cwd, self.strip_keys)
+            self.queues.setdefault(key, deque()).append(rec)
+        self.calls: list[dict] = []
+        self.stop: str | None = None  # proposal | complete | incomplete | missing
+        self.stop_reason: str | None = None
+        self.proposal: Any = None
+        self.outcome: Any = None
+        self.temp_items: dict[str, dict] = {}
+        self.store_changed = False
+
+    # -- bookkeeping
+    def _log(self, tool: str, value: Any, source: str, **extra: Any) -> None:
+        entry = {"tool": tool, "input": copy.deepcopy(value), "source": source}
+        entry.update({k: v for k, v in extra.items() if v is not None})
+        self.calls.append(entry)
+
+    def _missing(
+        self, tool: str, value: Any, reason: str, part_id: str | None = None
+    ) -> TapeResult:
+        self.stop, self.stop_reason = "missing", reason
+        self._log(tool, value, "missing", partId=part_id)
+        return TapeResult({"replay": True, "error": "REPLAY_INPUT_MISSING", "reason": reason})
+
+    @property
+    def stopped(self) -> bool:
+        """True once the replay has stopped; the runner should end its step loop."""
+        return self.stop is not None
+
+    # -- dispatch (§2.3 "Dispatcher behaviour", in its order)
+    def call(self, tool: str, value: Any) -> TapeResult:
+        """Answer one tool call of the replay."""
+        if self.stop is not None:
+            self._log(tool, value, "stopped")
+            return TapeResult({"replay": True, "stopped": True})
+        if tool == GATE_TOOL:
+            self.proposal = copy.deepcopy(value)
+            self.stop = "proposal"
+            self._log(tool, value, "proposal")
+            return TapeResult({"replay": True, "captured": True, "approved": False})
+        if tool in OUTCOME_TOOLS:
+            self.stop, self.outcome = OUTCOME_TOOLS[tool], copy.deepcopy(value)
+            self._log(tool, value, "outcome")
+            return TapeResult({"replay": True, "recorded": True})
+        reference = self._reference(tool, value)
+        if reference is not None:
+            return reference
+        if isinstance(value, dict):
+            served = self._store(tool, value)
+            if served is not None:
+                return served
+        if tool == "store_list" and self.store_changed:
+            return self._missing(
+                tool, value, "queries after temporary writes require a complete snapshot"
+            )
+        return self._exact(tool, value)
+
+    def _reference(self, tool: str, value: Any) -> TapeResult | None:
+        if (
+            tool != READ_TOOL
+            or not isinstance(value, dict)
+            or not isinstance(value.get("file_path"), str)
+        ):
+            return None
+        ref = self.references.get(resolve_lexically(value["file_path"], self.project_root))
+        if ref is None:
+            return None
+        self._log(
+            tool, value, "current-reference", reference={"path": ref.path, "sha256": ref.sha256}
+        )
+        return TapeResult(format_read(ref.text, value.get("offset"), value.get("limit")))
+
+    def _exact(self, tool: str, value: Any) -> TapeResult:
+        queue = self.queues.get(match_key(tool, value, self.project_root, self.strip_keys))
+        if not queue:
+            return self._missing(tool, value, MISMATCH_REASON)
+        rec = queue.popleft()
+        if has_media(rec.output):
+            return self._missing(
+                tool,
+                value,
+                "The matching recording contains media, which strict replay cannot serve.",
+                rec.part_id,
+            )
+        self._log(tool, value, "recording", partId=rec.part_id)
+        if rec.status == "error":
+            return TapeResult(rec.error or "", is_error=True)
+        return TapeResult(copy.deepcopy(rec.output))
+
+    # -- store adapter (§2.7)
+    def _store(self, tool: str, value: dict) -> TapeResult | None:
+        if tool == "store_create":
+            return self._store_create(tool, value)
+        item_id = value.get("id")
+        if (
+            tool in ("store_get", "store_update", "store_delete")
+            and isinstance(item_id, str)
+            and item_id in self.temp_items
+        ):
+            return self._store_temp(tool, value, item_id)
+        if tool == "store_list":
+            return self._store_projection(tool, value)
+        return None
+
+    def _now_iso(self) -> str:
+        ms = self.source.created_at or 0
+        return (
+            datetime.fromtimestamp(ms / 1000, UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z")
+        )
+
+    def _store_create(self, tool: str, value: dict) -> TapeResult:
+        item_id = TEMP_ID_PREFIX + str(uuid.uuid4())
+        now = self._now_iso()
+        fields = {k: copy.deepcopy(v) for k, v in value.items() if k != "intent"}
+        item = {"id": item_id, "createdAt": now, "updatedAt": now, **fields}
+        item.setdefault("data", {})
+        self.temp_items[item_id] = item
+        self.store_changed = True
+        self._log(tool, value, "temporary-store")
+        return TapeResult(
+            {
+                "success": True,
+                "replay": True,
+                "store": TEMP_STORE,
+                "id": item_id,
+                "item": _metadata(item),
+            }
+        )
+
+    def _store_temp(self, tool: str, value: dict, item_id: str) -> TapeResult:
+        item = self.temp_items[item_id]
+        self._log(tool, value, "temporary-store")
+        base = {"success": True, "replay": True, "store": TEMP_STORE, "id": item_id}
+        if tool == "store_delete":
+            del self.temp_items[item_id]
+            return TapeResult({**base, "deleted": True})
+        if tool == "store_update":
+            for key, new in value.items():
+                if key in ("id", "intent"):
+                    continue
+                if key == "data" and isinstance(new, dict):
+                    item["data"] = {**item.get("data", {}), **copy.deepcopy(new)}
+                else:
+                    item[key] = copy.deepcopy(new)
+            self.store_changed = True
+            return TapeResult({**base, "item": _metadata(item)})
+        fields = value.get("fields")
+        shown = copy.deepcopy(item)
+        if isinstance(fields, list):
+            shown["data"] = {k: v for k, v in item.get("data", {}).items() if k in fields}
+        return TapeResult({**base, "item": shown})
+
+    def _store_projection(self, tool: str, value: dict) -> TapeResult | None:
+        fields = value.get("fields")
+        if value.get("countOnly") or value.get("includeData") or self.store_changed:
+            return None
+        if fields is not None and not (
+            isinstance(fields, list) and all(isinstance(f, str) for f in fields)
+        ):
+            return None
+        for queue in self.queues.values():
+            head = queue[0] if queue else None
+            if (
+                head is None
+                or head.tool != "store_list"
+                or head.status != "completed"
+                or not isinstance(head.input, dict)
+            ):
+                continue
+            result = project_store_list(value, head.input, head.output)
+            if result is not None:
+                queue.popleft()
+                self._log(tool, value, "store-projection", partId=head.part_id)
+                return TapeResult(result)
+        return None
+
+    # -- outcome and report
+    def status(
+        self, *, error: str | None = None, final_text: str = "", finish_reason: str | None = None
+    ) -> str:
+        """The replay status (§2.3 "Status, report and exit code")."""
+        if error is not None:
+            return "error"
+        if self.stop == "missing":
+            return "mismatch"
+        if self.stop == "proposal":
+            return "proposal"
+        if self.stop == "incomplete":
+            return "incomplete"
+        if self.stop == "complete" or (finish_reason == "stop" and final_text):
+            return "completed"
+        return "error"
+
+    def report(
+        self,
+        *,
+        session_id: str,
+        model: str | None,
+        final_text: str = "",
+        finish_reason: str | None = None,
+        error: str | None = None,
+        instructions_sha256: str | None = None,
+        agent_sha256: str | None = None,
+        report_path: str | None = None,
+    ) -> dict:
+        """The ``replay.json`` fields (§3.6), in agentuse's order."""
+        status = self.status(error=error, final_text=final_text, finish_reason=finish_reason)
+        if status == "mismatch":
+            error = self.stop_reason
+        elif status == "error" and error is None:
+            error = "Replay ended without a proposal or final output"
+        original: dict = {"text": self.source.original_text}
+        if self.source.original_proposal is not None:
+            original = {"proposal": self.source.original_proposal, **original}
+        current: dict = {"text": final_text}
+        if self.proposal is not None:
+            current["proposal"] = self.proposal
+        if self.outcome is not None:
+            current["output"] = self.outcome
+        report = {
+            "success": status in ("proposal", "completed"),
+            "status": status,
+            "sourceSessionId": self.source.source_id,
+            "sessionId": session_id,
+            "model": model,
+            "sourceModel": self.source.model,
+            "instructionsSha256": instructions_sha256,
+            "agentSha256": agent_sha256,
+            "referenceFiles": [
+                {"path": r.path, "sha256": r.sha256} for r in self.references.values()
+            ],
+            "original": original,
+            "current": current,
+            "calls": self.calls,
+        }
+        if error is not None:
+            report["error"] = error
+        report["reportPath"] = report_path
+        return report
+
+
+def _metadata(item: dict) -> dict:
+    return {k: copy.deepcopy(v) for k, v in item.items() if k != "data"}
