@@ -1,0 +1,324 @@
+"""The aioc RunRecord JSON format: a pydantic model of every field (docs/aioc-runrecord.md §1),
+validation with JSON-path error messages, and reading one record file.
+
+Validation is strict where aioc's own inspector is (§8.1 minimal validity plus per-entry types)
+and lenient where real records vary: legacy records without ``inputItemCount``, ``resultMode``
+or ``publicReason`` (or with the old ``denyMode``), hand-written records with empty snapshot and
+fingerprint arrays, tool calls without ``arguments``, outputs without ``output``, and newer fields
+(``initialAgentName``, ``executionRecordingStatus``, ``handoffApplied``). Unknown fields are kept.
+
+Example:
+    >>> rec = validate_run_record({"runId": "r", "startedAt": "t", "completedAt": "t",
+    ...     "status": "completed", "agentName": "A", "question": "q", "response": "",
+    ...     "items": [], "promptSnapshots": [], "requestFingerprints": [], "policyDecisions": [],
+    ...     "x-custom": 1})
+    >>> rec.agentName, rec.model_extra
+    ('A', {'x-custom': 1})
+    >>> validate_run_record({"runId": 1})
+    Traceback (most recent call last):
+    ...
+    recstore.errors.InputError: at $.runId: expected string, got number (and 10 more problems)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from recstore.canonical import JSONParseError, loads_strict
+from recstore.errors import InputError
+from recstore.records import compare_records
+
+__all__ = [
+    "GuardrailDecision",
+    "MessageItem",
+    "PolicyDecision",
+    "PolicyResource",
+    "PromptSnapshot",
+    "RequestFingerprint",
+    "RunRecord",
+    "SuspendedProposal",
+    "ToolCallItem",
+    "ToolCallOutputItem",
+    "compare_files",
+    "json_type_name",
+    "load_record_file",
+    "validate_run_record",
+]
+
+# JS numbers: int or float (a float is accepted for an int in JSON, e.g. `2.0`); never bool.
+Number = float
+
+
+class _Entry(BaseModel):
+    # strict: no coercion ("1" is not a number); extra="allow": unknown fields are kept.
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+class MessageItem(_Entry):
+    """``{"type":"message","role":…,"content":…}`` — user, assistant or system text."""
+
+    type: Literal["message"]
+    role: str
+    content: str
+    rawItem: Any = None
+
+
+class ToolCallItem(_Entry):
+    """A tool (or ``handoff_to_*``) call; ``arguments`` may be absent or any JSON value."""
+
+    type: Literal["tool_call_item"]
+    callId: str
+    name: str
+    arguments: Any = None
+    rawItem: Any = None
+
+
+class ToolCallOutputItem(_Entry):
+    """A tool result; ``output`` is normally an envelope ``{status, code, publicReason, data}``."""
+
+    type: Literal["tool_call_output_item"]
+    callId: str
+    output: Any = None
+    rawItem: Any = None
+
+
+Item = Annotated[MessageItem | ToolCallItem | ToolCallOutputItem, Field(discriminator="type")]
+
+
+class PromptSnapshot(_Entry):
+    """One per model request (§1.4)."""
+
+    timestamp: str
+    turn: Number
+    agentName: str
+    model: str | None = None
+    promptVersion: str | None = None
+    promptHash: str
+    promptText: str | None = None
+
+
+class RequestFingerprint(_Entry):
+    """One per model request (§1.5); the hashes and counts are optional for hand-written records."""
+
+    timestamp: str
+    turn: Number
+    agentName: str
+    providerName: str
+    model: str
+    runtimeVersion: str | None = None
+    fingerprintSchemaVersion: str | None = None
+    requestHash: str
+    systemPromptHash: str | None = None
+    messagesHash: str | None = None
+    toolsHash: str | None = None
+    modelSettingsHash: str | None = None
+    messageCount: Number | None = None
+    toolCount: Number | None = None
+
+
+class PolicyResource(_Entry):
+    """What a policy decision was about: a tool name or a handoff's target agent name."""
+
+    kind: str
+    name: str
+    action: str | None = None
+    resourceId: str | None = None
+
+
+class PolicyDecision(_Entry):
+    """One tool or handoff policy evaluation (§1.6). ``publicReason``/``resultMode`` are absent in
+    legacy records, ``denyMode`` is the pre-0.1.0 name, ``handoffApplied`` is newer than 0.2.8."""
+
+    timestamp: str
+    turn: Number
+    callId: str
+    decision: str
+    reason: str
+    publicReason: str | None = None
+    resultMode: str | None = None
+    denyMode: str | None = None
+    policyVersion: str | None = None
+    resource: PolicyResource
+    expiresAt: str | None = None
+    metadata: Any = None
+    handoffApplied: bool | None = None
+
+
+class SuspendedProposal(_Entry):
+    """One per ``require_approval`` outcome (§1.7); tool or handoff specific fields are extra."""
+
+    timestamp: str | None = None
+    kind: str
+    runId: str | None = None
+    turn: Number
+    callId: str
+    agentName: str | None = None
+    proposalHash: str | None = None
+    reason: str | None = None
+
+
+class GuardrailDecision(_Entry):
+    """One output-guardrail evaluation (§1.8)."""
+
+    timestamp: str
+    turn: Number
+    guardrailName: str
+    decision: str
+    reason: str | None = None
+    metadata: Any = None
+
+
+class RunRecord(_Entry):
+    """An aioc RunRecord (0.2.x, legacy and newer fields). Unknown fields are kept in
+    ``model_extra``. Use the validated JSON dict, not this model, for hashing and comparison:
+    the model normalizes numbers to floats and cannot tell an absent key from ``null``."""
+
+    runId: str
+    startedAt: str
+    completedAt: str
+    status: str
+    agentName: str
+    providerName: str | None = None
+    model: str | None = None
+    question: str
+    response: str
+    contextSnapshot: Any = None
+    contextRedacted: bool | None = None
+    items: list[Item]
+    inputItemCount: Number | None = None
+    promptSnapshots: list[PromptSnapshot]
+    requestFingerprints: list[RequestFingerprint]
+    policyDecisions: list[PolicyDecision]
+    suspendedProposals: list[SuspendedProposal] | None = None
+    guardrailDecisions: list[GuardrailDecision] | None = None
+    errorName: str | None = None
+    errorMessage: str | None = None
+    metadata: dict[str, Any] | None = None
+    initialAgentName: str | None = None
+    executionRecordingStatus: str | None = None
+
+
+_TYPE_NAMES = {
+    "string_type": "string",
+    "float_type": "number",
+    "int_type": "number",
+    "bool_type": "boolean",
+    "list_type": "array",
+    "dict_type": "object",
+    "model_type": "object",
+    "model_attributes_type": "object",
+}
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON name of a parsed value's type (``number``, ``array``, …)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _json_path(obj: Any, loc: tuple) -> str:
+    """``$.items[3].callId`` from a pydantic location. Discriminated unions put the member's tag
+    (e.g. ``"tool_call_item"``) into the location; it is not a key of the data, so it is skipped."""
+    path = "$"
+    current = obj
+    for i, part in enumerate(loc):
+        if isinstance(current, list) and isinstance(part, int) and part < len(current):
+            path += f"[{part}]"
+            current = current[part]
+        elif isinstance(current, dict) and part in current:
+            path += f".{part}"
+            current = current[part]
+        elif isinstance(current, dict) and i == len(loc) - 1:
+            path += f".{part}"  # a required field that is missing
+    return path
+
+
+def _problem(error: dict) -> str:
+    kind = error["type"]
+    if kind == "missing":
+        return "required field missing"
+    if kind in _TYPE_NAMES:
+        return f"expected {_TYPE_NAMES[kind]}, got {json_type_name(error['input'])}"
+    if kind == "union_tag_invalid":
+        return (
+            f"unknown item type {error['ctx']['tag']!r} "
+            "(expected message, tool_call_item or tool_call_output_item)"
+        )
+    if kind == "union_tag_not_found":
+        return 'item has no "type" field'
+    if kind == "literal_error":
+        return f"expected {error['ctx']['expected']}, got {error['input']!r}"
+    return error["msg"]
+
+
+def validate_run_record(obj: Any, source: str | None = None) -> RunRecord:
+    """Validate a parsed JSON value as a RunRecord.
+
+    Raises:
+        InputError: naming ``source``, the JSON path (``$.items[3].callId``) and the problem.
+    """
+    if not isinstance(obj, dict):
+        raise InputError(
+            f"expected a JSON object (a RunRecord), got {json_type_name(obj)}",
+            source=source,
+            path="$",
+        )
+    try:
+        return RunRecord.model_validate(obj)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        raise InputError(
+            _problem(first) + more, source=source, path=_json_path(obj, first["loc"])
+        ) from None
+
+
+def load_record_file(path: str | Path) -> dict:
+    """Read one ``.json`` RunRecord file strictly (NaN/Infinity rejected) and validate it.
+
+    Returns the parsed JSON dict (key order kept), which is what the record functions take.
+
+    Raises:
+        InputError: naming the file, and the line/column or JSON path of the problem.
+    """
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", source=source) from None
+    try:
+        value = loads_strict(data)
+    except JSONParseError as exc:
+        raise InputError(str(exc), source=source) from None
+    validate_run_record(value, source=source)
+    return value
+
+
+def compare_files(
+    left: str | Path,
+    right: str | Path,
+    include_sections: list[str] | None = None,
+    exclude_sections: list[str] | None = None,
+) -> dict:
+    """aioc-parity comparison of two record files (see :func:`recstore.records.compare_records`)."""
+    return compare_records(
+        load_record_file(left),
+        load_record_file(right),
+        include_sections=include_sections,
+        exclude_sections=exclude_sections,
+    )
