@@ -113,7 +113,6 @@ class CompareSpec(_Strict):
     ignore: list[str] = Field(default_factory=list)
     include_sections: list[str] | None = None
     exclude_sections: list[str] | None = None
-    response_match_mode: Literal["exact", "normalized"] = "exact"
 
 
 class ClassifySpec(_Strict):

@@ -1,0 +1,138 @@
+"""Case classification: tool drift per tool, signals, rules, judge verdicts and judge commands."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recstore.records import compare_records
+from recstore.sweep.classify import case_signals, classify, judge_input, tool_drift
+from recstore.sweep.judge import JudgeError, parse_verdict, run_judge
+from recstore.sweep.spec import JudgeSpec, parse_spec
+
+from .conftest import AIOC_FIXTURES
+
+
+def spec_with(**sections):
+    data = {"name": "t", "select": {"query": "status = 'completed'"}, "candidate": {"from_source": True}}
+    return parse_spec(data | sections, source="mem")
+
+
+@pytest.fixture
+def source() -> dict:
+    return json.loads((AIOC_FIXTURES / "tool-allow.json").read_text(encoding="utf-8"))
+
+
+def with_args(record: dict, tool: str, args: dict) -> dict:
+    out = copy.deepcopy(record)
+    for item in out["items"]:
+        if item.get("type") == "tool_call_item" and item.get("name") == tool:
+            item["arguments"] = args
+    return out
+
+
+def test_identical_replay_raises_nothing_and_passes(source):
+    spec = spec_with()
+    comparison = compare_records(source, source)
+    signals, drift = case_signals(spec, source, copy.deepcopy(source), comparison, None)
+    assert signals == [] and drift == {}
+    assert classify(spec, signals) == "pass"
+
+
+def test_changed_arguments_are_drift_on_that_tool(source):
+    replay = with_args(source, "get_finance_report", {"reportId": "Q2-2026"})
+    drift = tool_drift(source, replay)
+    assert drift == {"get_finance_report": {"source_calls": 1, "replay_calls": 1, "added": 1,
+                                            "removed": 1, "changed_args": 1}}
+    spec = spec_with(classify={"fail_on": ["tool_drift"], "tools": ["get_finance_report"]})
+    signals, _ = case_signals(spec, source, replay, compare_records(source, replay), None)
+    assert "tool_drift" in signals and "tool_calls_changed" in signals and "not_equal" in signals
+    assert classify(spec, signals) == "fail"
+    # drift on a tool nobody watches is not tool_drift
+    unwatched = spec_with(classify={"fail_on": ["tool_drift"], "tools": ["refund"]})
+    signals, _ = case_signals(unwatched, source, replay, compare_records(source, replay), None)
+    assert "tool_drift" not in signals
+    assert classify(unwatched, signals) == "warn"  # still not equal (default warn rule)
+
+
+def test_aioc_default_rule_fail_on_failed_candidate_warn_on_difference(source):
+    spec = spec_with()
+    failed = copy.deepcopy(source) | {"status": "failed", "response": ""}
+    signals, _ = case_signals(spec, source, failed, compare_records(source, failed), None)
+    assert {"candidate_failed", "status_changed", "response_changed"} <= set(signals)
+    assert classify(spec, signals) == "fail"
+    different = copy.deepcopy(source) | {"response": "something else"}
+    signals, _ = case_signals(spec, source, different, compare_records(source, different), None)
+    assert classify(spec, signals) == "warn"
+
+
+def test_replay_error_without_record(source):
+    spec = spec_with()
+    signals, drift = case_signals(spec, source, None, None, "REPLAY_INPUT_MISSING: tool x")
+    assert signals == ["replay_error"] and drift == {}
+    assert classify(spec, signals) == "fail"
+
+
+def test_expectation_signals(source):
+    spec = spec_with(expectation={"should_avoid_tools": ["get_finance_report"],
+                                  "should_use_tools": ["send_email"]},
+                     classify={"warn_on": ["uses_avoided_tool", "misses_expected_tool"]})
+    signals, _ = case_signals(spec, source, source, compare_records(source, source), None)
+    assert {"uses_avoided_tool", "misses_expected_tool"} <= set(signals)
+    assert classify(spec, signals) == "warn"
+
+
+@settings(max_examples=50, deadline=None)
+@given(rule=st.sampled_from(["pass", "warn", "fail"]), verdict=st.sampled_from([None, "pass", "warn", "fail"]))
+def test_judge_verdict_only_ever_raises_the_outcome(rule, verdict):
+    spec = spec_with(classify={"fail_on": ["replay_error"], "warn_on": ["not_equal"]})
+    signals = {"pass": [], "warn": ["not_equal"], "fail": ["replay_error"]}[rule]
+    rank = {"pass": 0, "warn": 1, "fail": 2}
+    outcome = classify(spec, signals, {"verdict": verdict} if verdict else None)
+    assert rank[outcome] == max(rank[rule], rank.get(verdict, 0))
+
+
+def test_judge_input_has_aioc_keys(source):
+    spec = spec_with(expectation={"intent": "same report"})
+    payload = judge_input(spec, source, source, {"equal": True})
+    assert list(payload) == ["baseline", "candidate", "comparison", "expectation"]
+    assert payload["expectation"] == {"intent": "same report"}
+    assert "expectation" not in judge_input(spec_with(), source, source, {})
+
+
+def test_parse_verdict_accepts_fenced_json_and_rejects_bad_shapes():
+    text = '```json\n{"verdict": "warn", "summary": "tone changed", "findings": []}\n```'
+    assert parse_verdict(text) == {"verdict": "warn", "summary": "tone changed", "findings": []}
+    with pytest.raises(JudgeError, match="verdict"):
+        parse_verdict('{"verdict": "maybe", "summary": "?"}')
+    with pytest.raises(JudgeError, match="not JSON"):
+        parse_verdict("looks fine to me")
+
+
+def test_run_judge_command_reads_the_case_on_stdin(tmp_path):
+    script = tmp_path / "judge.py"
+    script.write_text(
+        "import json, sys\n"
+        "case = json.load(sys.stdin)\n"
+        "bad = case['candidate']['response'] != case['baseline']['response']\n"
+        "print(json.dumps({'verdict': 'fail' if bad else 'pass', 'summary': 'checked',\n"
+        "                  'findings': [{'severity': 'info', 'reason': case['expectation']['intent']}]}))\n",
+        encoding="utf-8",
+    )
+    judge = JudgeSpec(command=[sys.executable, str(script)])
+    verdict = run_judge(judge, {"baseline": {"response": "a"}, "candidate": {"response": "b"},
+                                "expectation": {"intent": "same"}})
+    assert verdict["verdict"] == "fail" and verdict["findings"][0]["reason"] == "same"
+    crash = JudgeSpec(command=[sys.executable, "-c", "import sys; sys.exit('judge broke')"])
+    with pytest.raises(JudgeError, match="exited with 1: judge broke"):
+        run_judge(crash, {})
+    slow = JudgeSpec(command=[sys.executable, "-c", "import time; time.sleep(5)"], timeout=0.5)
+    with pytest.raises(JudgeError, match="timed out"):
+        run_judge(slow, {})
+    with pytest.raises(JudgeError, match="not found"):
+        run_judge(JudgeSpec(command=["/nonexistent/judge"]), {})
