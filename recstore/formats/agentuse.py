@@ -139,6 +139,7 @@ class Message:
     root: str | None
     tokens: dict[str, int]
     context: dict | None
+    has_file: bool = True  # False when message.json is missing and only parts exist
 
 
 @dataclass
@@ -951,6 +952,7 @@ class _RunBuilder:
                     context=assistant.get("context")
                     if isinstance(assistant.get("context"), dict)
                     else None,
+                    has_file=rel in self.by_rel,
                 )
             )
         self.messages.extend(out)

@@ -210,7 +210,7 @@ def recordings_from_session(run: AgentuseRun) -> RecordingSet:
             source=where,
         )
     primary = run.primary_message
-    if primary is None:
+    if primary is None or not primary.has_file:
         raise ReplaySourceError("has no primary message (message.json)", source=where)
     if not run.tools_snapshot:
         raise ReplaySourceError("has no tools.json snapshot (or it is empty)", source=where)
