@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -288,6 +289,21 @@ def validate_run_record(obj: Any, source: str | None = None) -> RunRecord:
         ) from None
 
 
+# A JSON string token, or a bare NaN/Infinity literal outside strings.
+_STRING_OR_CONSTANT = re.compile(rb'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+
+
+def _constant_position(data: bytes) -> tuple[int, int] | None:
+    """Line and column of the first NaN/Infinity literal (the stdlib parser does not say)."""
+    for match in _STRING_OR_CONSTANT.finditer(data):
+        if match.group(1):
+            before = data[: match.start(1)]
+            line = before.count(b"\n") + 1
+            line_start = before.rfind(b"\n") + 1
+            return line, len(before[line_start:].decode("utf-8", "replace")) + 1
+    return None
+
+
 def load_record_file(path: str | Path) -> dict:
     """Read one ``.json`` RunRecord file strictly (NaN/Infinity rejected) and validate it.
 
@@ -304,7 +320,10 @@ def load_record_file(path: str | Path) -> dict:
     try:
         value = loads_strict(data)
     except JSONParseError as exc:
-        raise InputError(str(exc), source=source) from None
+        message = str(exc)
+        if exc.line is None and (where := _constant_position(data)) is not None:
+            message += f" (line {where[0]}, column {where[1]})"
+        raise InputError(message, source=source) from None
     validate_run_record(value, source=source)
     return value
 

@@ -130,6 +130,7 @@ class DecisionJoin:
 
     kind: Literal["policy", "guardrail", "proposal"]
     index: int
+    entry: dict
     turn: Any
     request_index: int | None
     tool_call_index: int | None = None
@@ -550,9 +551,10 @@ def _decision_joins(
 ) -> list[DecisionJoin]:
     out = []
     for i, entry in enumerate(entries):
-        turn = entry.get("turn") if isinstance(entry, dict) else None
+        entry = entry if isinstance(entry, dict) else {}
+        turn = entry.get("turn")
         request_index = turn_to_request.get(turn) if _is_number(turn) else None
-        out.append(DecisionJoin(kind, i, turn, request_index, joined_calls.get(i)))
+        out.append(DecisionJoin(kind, i, entry, turn, request_index, joined_calls.get(i)))
     return out
 
 

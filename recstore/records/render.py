@@ -1,0 +1,177 @@
+"""Readable text for an analysis (``recstore inspect``/``show``) and a comparison
+(``recstore compare``), plus JSON text that survives lone surrogates.
+
+Example:
+    >>> rec = {"runId": "r1", "status": "completed", "agentName": "A", "response": "hi",
+    ...        "items": [], "requestFingerprints": [], "promptSnapshots": [], "policyDecisions": []}
+    >>> from recstore.records import analyze
+    >>> print(render_analysis(analyze(rec)).splitlines()[0])
+    run r1  completed  agent A
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from recstore.records.structure import RecordAnalysis, ToolCallJoin
+
+__all__ = ["dumps_json", "render_analysis", "render_comparison"]
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_PREVIEW = 72
+
+
+def _escape_surrogates(text: str) -> str:
+    # json.loads keeps a lone surrogate as one code point; it cannot be written as UTF-8.
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def dumps_json(value: Any, indent: int | None = 2) -> str:
+    """JSON text for output: key order kept, non-ASCII raw, lone surrogates escaped (as JS does)."""
+    return _escape_surrogates(json.dumps(value, ensure_ascii=False, indent=indent))
+
+
+def _preview(value: Any) -> str:
+    text = value if isinstance(value, str) else dumps_json(value, indent=None)
+    text = _escape_surrogates(text).replace("\n", "\\n")
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+
+
+def _interval(start: int | None, end: int | None) -> str:
+    return "no items" if start is None else f"items[{start}:{end}]"
+
+
+def _turns(turns: list) -> str:
+    if not turns:
+        return "no requests"
+    return ("turn " if len(turns) == 1 else "turns ") + ",".join(str(t) for t in turns)
+
+
+def _call_line(join: ToolCallJoin) -> str:
+    call = join.call
+    ordinal = call.get("turn", "-")
+    where = (
+        "input history"
+        if join.in_input
+        else (
+            f"turn {join.request_turn} · {join.agent}"
+            if join.request_turn is not None
+            else "no request"
+        )
+    )
+    status = join.envelope_status or "no output"
+    if join.envelope_code is not None:
+        status += f" ({join.envelope_code})"
+    parts = [
+        f"  #{ordinal:<3} {call.get('name') or '(orphan output)'}",
+        f"[{call.get('callId')}]",
+        where,
+        status,
+    ]
+    if join.decision is not None:
+        parts.append(f"policy {join.decision}")
+    if join.is_handoff:
+        parts.append(f"→ {join.handoff_target if join.handoff_target is not None else '?'}")
+    parts.append(f"args {_preview(call.get('arguments'))}")
+    return "  ".join(parts)
+
+
+def _decision_lines(analysis: RecordAnalysis) -> list[str]:
+    lines = []
+    for d in analysis.policy_decisions:
+        e = d.entry
+        resource = e.get("resource") if isinstance(e.get("resource"), dict) else {}
+        joined = (
+            f"call #{analysis.tool_calls[d.tool_call_index].call.get('turn', '-')}"
+            if d.tool_call_index is not None
+            else "no call"
+        )
+        lines.append(
+            f"  policy[{d.index}]  turn {d.turn}  {resource.get('kind')} {resource.get('name')}: "
+            f"{e.get('decision')} ({e.get('reason')})  {joined}"
+        )
+    for d in analysis.guardrail_decisions:
+        e = d.entry
+        reason = f" ({e['reason']})" if e.get("reason") is not None else ""
+        lines.append(
+            f"  guardrail[{d.index}]  turn {d.turn}  {e.get('guardrailName')}: {e.get('decision')}{reason}"
+        )
+    for d in analysis.suspended_proposals:
+        e = d.entry
+        lines.append(
+            f"  proposal[{d.index}]  turn {d.turn}  {e.get('kind')} [{e.get('callId')}] awaiting approval"
+            f" ({e.get('reason')})"
+        )
+    return lines
+
+
+def render_analysis(analysis: RecordAnalysis) -> str:
+    """A readable summary of one record: visits, requests with their item intervals, tool calls
+    with envelope status, handoffs, decisions and findings."""
+    a = analysis
+    head = f"run {a.run_id}  {a.status}  agent {a.agent_name}"
+    if a.initial_agent != a.agent_name:
+        head += f" (started as {a.initial_agent})"
+    scope = (
+        f"input scope {a.scope.count} of {a.item_count} items (from {a.scope.source})"
+        if a.scope.source
+        else f"input scope unknown ({a.item_count} items)"
+    )
+    if a.execution_recording_status is not None:
+        scope += f"  executionRecordingStatus {a.execution_recording_status}"
+    lines = [head, scope, "", f"visits ({len(a.visits)})"]
+    for v in a.visits:
+        how = (
+            v.transition
+            if v.index == 0
+            else f"{v.transition} after turn {v.entered_after_turn} via {v.via_call_id}"
+        )
+        lines.append(
+            f"  {v.index}  {v.agent}  {how}  {_turns(v.turns)}  {_interval(v.item_start, v.item_end)}"
+        )
+    lines.append(f"requests ({len(a.requests)})")
+    for r in a.requests:
+        lines.append(
+            f"  turn {r.turn}  {r.agent}  {r.model}  {_interval(r.output_start, r.output_end)}"
+            f"  messageCount {r.message_count}"
+        )
+    lines.append(f"tool calls ({len(a.tool_calls)})")
+    lines.extend(_call_line(j) for j in a.tool_calls)
+    if a.transitions:
+        lines.append(f"handoffs ({len(a.transitions)})")
+        for t in a.transitions:
+            applied = {True: "applied", False: "not applied", None: "unknown"}[t.applied]
+            lines.append(
+                f"  policy[{t.decision_index}]  turn {t.turn}  → {t.target}  {t.decision}: {applied} ({t.basis})"
+            )
+    decisions = _decision_lines(a)
+    lines.append(f"decisions ({len(decisions)})")
+    lines.extend(decisions)
+    lines.append(f"findings ({len(a.findings)})")
+    lines.extend(f"  {f.code} at {f.path}: {f.message}" for f in a.findings)
+    return _escape_surrogates("\n".join(lines))
+
+
+def render_comparison(result: dict, left_name: str = "A", right_name: str = "B") -> str:
+    """A readable aioc comparison result: verdict, summary flags, metrics and each difference."""
+    m = result["metrics"]
+    verdict = (
+        "equal" if result["equal"] else f"different ({len(result['differences'])} differences)"
+    )
+    flags = "  ".join(f"{k} {str(v).lower()}" for k, v in result["summary"].items())
+    lines = [
+        f"{left_name} vs {right_name}: {verdict}",
+        f"  {flags}",
+        f"  response length {m['responseLengthA']} vs {m['responseLengthB']}; tool calls "
+        f"{m['toolCallsA']} vs {m['toolCallsB']} (matched {m['matchedToolCalls']}, "
+        f"missing {m['missingToolCalls']}, extra {m['extraToolCalls']})",
+    ]
+    for d in result["differences"]:
+        left = _preview(d["left"]) if "left" in d else "(absent)"
+        right = _preview(d["right"]) if "right" in d else "(absent)"
+        lines.append(f"  {d['path']}  {d['kind']}")
+        lines.append(f"    - {left}")
+        lines.append(f"    + {right}")
+    return _escape_surrogates("\n".join(lines))
