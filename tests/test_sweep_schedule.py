@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recstore.errors import InputError, StoreLockedError
+from recstore.sweep.locks import scheduler_lock
 from recstore.sweep.schedule import (
     ScheduledSweep,
     Scheduler,
-    SchedulerLock,
     cron_lines,
     next_slot,
     slots_between,
@@ -183,16 +183,16 @@ def test_slots_between_are_ordered_cron_matches_in_range(minute, step, start, ho
 
 def test_second_scheduler_on_the_same_store_is_refused(tmp_path):
     db = tmp_path / "store.duckdb"
-    with SchedulerLock(db) as lock:
+    with scheduler_lock(db) as lock:
         assert (tmp_path / "store.duckdb.sweep.lock").read_text().strip() == str(os.getpid())
         with pytest.raises(StoreLockedError, match=f"PID {os.getpid()}"):
-            SchedulerLock(db).acquire()
+            scheduler_lock(db).acquire()
         # a different process is refused too, and is told who holds the lock
         probe = textwrap.dedent(f"""
             from recstore.errors import StoreLockedError
-            from recstore.sweep.schedule import SchedulerLock
+            from recstore.sweep.locks import scheduler_lock
             try:
-                SchedulerLock({str(db)!r}).acquire()
+                scheduler_lock({str(db)!r}).acquire()
             except StoreLockedError as exc:
                 print(exc)
         """)
@@ -200,7 +200,7 @@ def test_second_scheduler_on_the_same_store_is_refused(tmp_path):
         assert f"PID {os.getpid()}" in out.stdout
         assert lock.path.stat().st_mode & 0o777 == 0o600
     # released: another instance may start now
-    with SchedulerLock(db):
+    with scheduler_lock(db):
         pass
 
 

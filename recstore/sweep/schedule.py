@@ -5,14 +5,12 @@ The scheduler owns no time of its own: a *clock* (``now()`` → aware datetime) 
 fires at its cron slots; a slot that passed while the scheduler was down (known from the last
 scheduled run recorded in the store) or while an earlier sweep was still running is *reported as
 missed and skipped* — a scheduler that comes back after a week runs the next slot, not seven
-sweeps at once. One scheduler per store: :class:`SchedulerLock` holds an ``flock`` on
-``<db>.sweep.lock`` and a second instance is refused with the holder's PID.
+sweeps at once. One scheduler per store: whoever runs it holds
+:func:`recstore.sweep.locks.scheduler_lock` (``<db>.sweep.lock``) for as long as it runs.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 import shlex
 import sys
 import time
@@ -24,7 +22,7 @@ from typing import Protocol
 
 from croniter import croniter
 
-from recstore.errors import InputError, StoreLockedError
+from recstore.errors import InputError
 from recstore.sweep.spec import ScheduleSpec, SweepSpec
 
 
@@ -191,46 +189,6 @@ class Scheduler:
 
 def _fmt(moment: datetime) -> str:
     return moment.isoformat(timespec="minutes")
-
-
-class SchedulerLock:
-    """One scheduler per store: an exclusive ``flock`` on ``<db>.sweep.lock`` holding our PID."""
-
-    def __init__(self, db_path: str | Path):
-        self.db_path = Path(db_path)
-        self.path = Path(f"{db_path}.sweep.lock")
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        """Take the lock or raise :class:`StoreLockedError` naming the PID that holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
-            raise StoreLockedError(
-                f"a sweep scheduler is already running for {self.db_path} (PID {holder}, "
-                f"lock file {self.path}); stop it first"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
-
-    def release(self) -> None:
-        """Release the lock (the file stays; removing it would race with a new holder)."""
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-    def __enter__(self) -> SchedulerLock:
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
 
 
 def cron_lines(sweep: ScheduledSweep, db_path: str | Path, *, python: str = sys.executable,
