@@ -9,6 +9,7 @@ output item) or appends the final answer. Failures end the run with a record all
 from __future__ import annotations
 
 import copy
+import json
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from recstore import __version__
-from recstore.canonical import loads_strict
 from recstore.runtime.agents import HANDOFF_TOOL_PARAMETERS, Agent, Policies, PolicyInput, Tool
 from recstore.runtime.errors import (
     AgentRunError,
@@ -77,14 +77,32 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _is_array_index(key: str) -> bool:
+    return key.isdigit() and (key == "0" or key[0] != "0") and int(key) <= 4294967294
+
+
+def _js_object(pairs: list[tuple[str, Any]]) -> dict:
+    """An object in the key order ``JSON.parse`` gives it: array-index keys first, ascending."""
+    obj = dict(pairs)
+    if any(_is_array_index(k) for k in obj):
+        index_keys = sorted((k for k in obj if _is_array_index(k)), key=int)
+        obj = {**{k: obj[k] for k in index_keys}, **{k: v for k, v in obj.items() if not _is_array_index(k)}}
+    return obj
+
+
 def parse_tool_arguments(raw: str) -> Any:
-    """aioc's argument parsing: blank → ``{}``, JSON → its value, otherwise ``{"__raw": raw}``."""
+    """aioc's argument parsing: blank → ``{}``, JSON → its value (objects in JavaScript key
+    order), otherwise ``{"__raw": raw}``."""
     trimmed = raw.strip()
     if not trimmed:
         return {}
     try:
-        return loads_strict(trimmed)
-    except ValueError:
+        return json.loads(trimmed, object_pairs_hook=_js_object, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
         return {"__raw": raw}
 
 
