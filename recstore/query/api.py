@@ -1,0 +1,157 @@
+"""The query layer's library API: compile text (SQL or DSL) once, run it on a store or print it
+for another engine. The CLI and the compare/sweep layers call only these functions."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+from sqlglot import exp
+
+from recstore.errors import InputError
+from recstore.query.dialects import to_dialect
+from recstore.query.dsl import compile_dsl_tree, python_literal
+from recstore.query.guard import (
+    check_functions,
+    check_nodes,
+    check_tables,
+    guard_sql,
+    lock_down,
+    looks_like_sql,
+)
+from recstore.query.output import BATCH_ROWS, ResultStream
+from recstore.query.views import Catalog, catalog_from_connection, default_catalog
+
+if TYPE_CHECKING:
+    from recstore.store import Store
+
+
+@dataclass(frozen=True)
+class CompiledQuery:
+    """A checked query: its DuckDB-dialect tree, whether it came from SQL or the DSL, and the
+    catalogue it was checked against."""
+
+    tree: exp.Query
+    language: str  # "sql" | "dsl"
+    catalog: Catalog
+
+    @property
+    def sql(self) -> str:
+        """DuckDB SQL, as run on the store."""
+        return self.tree.sql(dialect="duckdb")
+
+    def to(self, dialect: str, pretty: bool = False) -> str:
+        """SQL for ``dialect`` (spark, trino, postgres, bigquery, clickhouse or duckdb)."""
+        return to_dialect(self.tree, dialect, self.catalog, pretty=pretty)
+
+
+def compile_query(text: str, catalog: Catalog | None = None,
+                  params: Mapping[str, Any] | None = None,
+                  now: datetime | None = None, language: str | None = None) -> CompiledQuery:
+    """Compile SQL or DSL ``text``: ``language`` "sql" or "dsl", or by default SQL when its
+    first word is a SQL statement keyword.
+
+    SQL goes through the read-only guard; ``$name`` placeholders are replaced by literal nodes
+    from ``params``. DSL compiles to a tree that passes the same structural checks.
+    """
+    catalog = catalog or default_catalog()
+    if language == "sql" or language is None and looks_like_sql(text):
+        tree = bind_placeholders(guard_sql(text, catalog), params or {})
+        return CompiledQuery(tree, "sql", catalog)
+    return compile_dsl(text, catalog, params, now)
+
+
+def compile_dsl(text: str, catalog: Catalog | None = None,
+                params: Mapping[str, Any] | None = None,
+                now: datetime | None = None) -> CompiledQuery:
+    """Compile filter-DSL ``text``; see :mod:`recstore.query.dsl` for the grammar."""
+    catalog = catalog or default_catalog()
+    tree = compile_dsl_tree(text, catalog, params, now)
+    for check in (check_nodes, check_functions):
+        check(tree)
+    check_tables(tree, catalog)
+    return CompiledQuery(tree, "dsl", catalog)
+
+
+def bind_placeholders(tree: exp.Query, params: Mapping[str, Any]) -> exp.Query:
+    """Replace ``$name`` / ``:name`` placeholders by literals (never by SQL text)."""
+    def bind(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Placeholder):
+            name = node.name
+            if not name:
+                raise InputError("positional ? parameters are not supported; use $name",
+                                 source="query")
+            if name not in params:
+                raise InputError(f"no value for parameter ${name}; pass --param {name}=...",
+                                 source="query")
+            return python_literal(params[name])[0]
+        return node
+
+    return tree.transform(bind)
+
+
+def open_reader(store: Store) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
+    """A read-only store connection locked down for user queries (see ``guard.lock_down``)."""
+    @contextlib.contextmanager
+    def reader() -> Iterator[duckdb.DuckDBPyConnection]:
+        with store.reader() as con:
+            lock_down(con)
+            yield con
+
+    return reader()
+
+
+def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
+            batch_rows: int = BATCH_ROWS) -> ResultStream:
+    """Run ``query`` on ``con``; rows stream as Arrow batches of ``batch_rows``."""
+    try:
+        relation = con.sql(query.sql)
+        reader = relation.fetch_record_batch(batch_rows)
+    except duckdb.Error as exc:
+        raise InputError(str(exc).splitlines()[0], source="query") from None
+    return ResultStream(list(relation.columns), [str(t) for t in relation.types], iter(reader),
+                        reader.schema)
+
+
+@contextlib.contextmanager
+def run_query(store: Store, text: str, params: Mapping[str, Any] | None = None,
+              now: datetime | None = None, batch_rows: int = BATCH_ROWS
+              ) -> Iterator[ResultStream]:
+    """Compile and run ``text`` on ``store``; the result streams while the context is open.
+
+    Example (library use)::
+
+        with run_query(store, "status = 'failed' order by started desc limit 10") as result:
+            for row in result.rows():
+                print(row)
+    """
+    with open_reader(store) as con:
+        query = compile_query(text, catalog_from_connection(con), params, now)
+        yield execute(con, query, batch_rows)
+
+
+def select_run_keys(store: Store, dsl_filter: str, params: Mapping[str, Any] | None = None,
+                    now: datetime | None = None) -> list[str]:
+    """Run keys selected by a DSL filter (or a SQL query with a ``run_key`` column), in the
+    filter's ``order by`` when it has one, else sorted. Compare and sweep resolve case sets with
+    this."""
+    with open_reader(store) as con:
+        query = compile_query(dsl_filter, catalog_from_connection(con), params, now)
+        tree = run_key_tree(query)
+        return [row[0] for row in con.execute(tree.sql(dialect="duckdb")).fetchall()]
+
+
+def run_key_tree(query: CompiledQuery) -> exp.Query:
+    """The ``run_key`` column of ``query``'s rows (distinct, ordered)."""
+    tree = query.tree
+    from_table = tree.args["from_"].this if isinstance(tree, exp.Select) else None
+    if query.language == "dsl" and isinstance(from_table, exp.Table) and from_table.name == "runs":
+        keys = tree.copy()
+        keys.set("expressions", [exp.column("run_key", table="runs")])
+        return keys if keys.args.get("order") else keys.order_by(exp.column("run_key", "runs"))
+    return (exp.select("run_key").distinct().from_(tree.subquery("q"))
+            .order_by(exp.column("run_key")))

@@ -1,0 +1,183 @@
+"""The read-only SQL guard: a query may read the public views and nothing else.
+
+Each check is a small function over the parsed tree; :func:`guard_sql` runs them in order and the
+first failure becomes one :class:`QueryRefused` line. This is the first of two walls: queries also
+run on a read-only DuckDB connection with external access disabled and its configuration locked
+(:func:`lock_down`), so a construct this parser misreads still cannot write, read files or reach
+the network.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import duckdb
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import OptimizeError, ParseError
+from sqlglot.optimizer.qualify import qualify
+
+from recstore.errors import InputError
+from recstore.query.views import Catalog
+
+
+class QueryRefused(InputError):
+    """A query the guard will not run; the message says why in one line."""
+
+    def __init__(self, why: str):
+        super().__init__(f"query refused: {why}")
+
+
+# Statement and clause kinds that write, configure or escape the store, anywhere in the tree.
+_FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = tuple(
+    getattr(exp, name)
+    for name in (
+        "Insert", "Update", "Delete", "Merge", "Create", "Drop", "Alter", "TruncateTable",
+        "Copy", "Attach", "Detach", "Pragma", "Set", "SetItem", "Command", "Use", "Install",
+        "LoadData", "Describe", "Summarize", "Show", "Transaction", "Commit", "Rollback",
+        "Cache", "Uncache", "Refresh", "Kill", "Into", "Export", "Grant", "Revoke", "Analyze",
+    )
+    if hasattr(exp, name)
+)
+
+# Functions that read files, the environment, settings or the catalog, or run SQL text.
+_FORBIDDEN_FUNCTION = re.compile(
+    r"""^(read_\w+|\w+_scan|glob|getenv|current_setting|query|query_table|sniff_csv
+         |parquet_\w+|duckdb_\w+|pragma_\w+|which_secret|json_execute_serialized_sql
+         |load_extension|sql_auto_complete|iceberg_\w+|delta_\w+|http_\w+|sqlite_\w+
+         |postgres_\w+|mysql_\w+|checkpoint|force_checkpoint|enable_\w+|disable_\w+)$""",
+    re.VERBOSE,
+)
+
+_SQL_FIRST_WORDS = frozenset(
+    """select with from values table pivot unpivot drop insert update delete create alter copy
+    attach detach pragma set reset install load call export import vacuum checkpoint describe
+    show summarize explain use begin commit rollback truncate merge grant revoke analyze
+    prepare execute deallocate""".split()
+)
+
+
+def looks_like_sql(text: str) -> bool:
+    """Whether ``text`` is SQL (its first word, after comments, is a SQL statement keyword) rather
+    than the filter DSL. Statements that write are SQL too, so the guard can refuse them."""
+    stripped = re.sub(r"^(\s|--[^\n]*(\n|$)|/\*.*?\*/)*", "", text, flags=re.DOTALL)
+    if stripped.startswith("("):
+        return True
+    match = re.match(r"[A-Za-z_]+", stripped)
+    return bool(match) and match.group(0).lower() in _SQL_FIRST_WORDS
+
+
+def parse_single_query(sql: str) -> exp.Query:
+    """Parse ``sql`` (DuckDB dialect) into exactly one statement that is a query."""
+    try:
+        with _CommandFallbackAsError():
+            statements = [s for s in sqlglot.parse(sql, read="duckdb") if s is not None]
+    except ParseError as exc:
+        first = exc.errors[0] if exc.errors else {}
+        where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
+        raise QueryRefused(f"could not parse SQL{where}: {first.get('description', exc)}") from None
+    if len(statements) != 1:
+        raise QueryRefused(f"expected one statement, found {len(statements)}")
+    tree = statements[0]
+    if not isinstance(tree, exp.Query):
+        raise QueryRefused(f"only queries may run, not {_kind(tree)}")
+    return tree
+
+
+def check_nodes(tree: exp.Expression) -> None:
+    """No statement that writes or configures, anywhere (data-modifying CTEs included)."""
+    for node in tree.walk():
+        if isinstance(node, _FORBIDDEN_NODES):
+            raise QueryRefused(f"{_kind(node)} is not allowed in a query")
+
+
+def check_functions(tree: exp.Expression) -> None:
+    """No function that reads files, the environment, settings or the catalog."""
+    for node in tree.find_all(exp.Func):
+        name = function_name(node)
+        if _FORBIDDEN_FUNCTION.match(name):
+            raise QueryRefused(f"function {name}() is not allowed in a query")
+
+
+def check_tables(tree: exp.Expression, catalog: Catalog) -> None:
+    """Every table is a public view or a CTE of the query; no table functions, files or schemas."""
+    cte_names = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    for table in tree.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            raise QueryRefused(f"table function {table.this.sql('duckdb')[:60]} is not allowed")
+        if table.args.get("db") or table.args.get("catalog"):
+            raise QueryRefused(f"{table.sql('duckdb')} is not a public view (see `recstore schema`)")
+        name = table.name.lower()
+        if name not in cte_names and catalog.get(name) is None:
+            raise QueryRefused(f"unknown view {table.name!r}; views: {', '.join(catalog.names())}")
+
+
+def check_columns(tree: exp.Query, catalog: Catalog) -> None:
+    """Column references resolve against the views (sqlglot ``qualify``). Only an unresolved
+    column refuses the query: other optimizer limits are left to DuckDB, which validates too."""
+    try:
+        qualify(tree.copy(), schema=catalog.sqlglot_schema(), dialect="duckdb",
+                validate_qualify_columns=True, quote_identifiers=False)
+    except OptimizeError as exc:
+        message = str(exc)
+        if "could not be resolved" in message or "Unknown column" in message:
+            raise QueryRefused(message.split(". Line")[0].strip()) from None
+    except Exception:  # noqa: BLE001 - qualify is an early, friendlier check, not the validator
+        return
+
+
+def guard_sql(sql: str, catalog: Catalog) -> exp.Query:
+    """Parse and check one read-only query over ``catalog``; return its tree or raise
+    :class:`QueryRefused`.
+
+    Example:
+        >>> from recstore.query.views import default_catalog
+        >>> guard_sql("SELECT status, count(*) FROM runs GROUP BY 1", default_catalog()).sql()
+        'SELECT status, COUNT(*) FROM runs GROUP BY 1'
+    """
+    tree = parse_single_query(sql)
+    check_nodes(tree)
+    check_functions(tree)
+    check_tables(tree, catalog)
+    check_columns(tree, catalog)
+    return tree
+
+
+def lock_down(con: duckdb.DuckDBPyConnection) -> None:
+    """Second wall on the DuckDB side: no file or network access, no extension loading, and the
+    configuration locked so the query itself cannot undo it. ``con`` should be read-only."""
+    con.execute("SET enable_external_access = false")
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute("SET lock_configuration = true")
+
+
+def function_name(node: exp.Func) -> str:
+    """Lower-case SQL name of a function node (``Anonymous`` keeps the name as written)."""
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    return node.sql_name().lower()
+
+
+def _kind(node: exp.Expression) -> str:
+    if isinstance(node, exp.Command):
+        return str(node.this).upper()
+    if isinstance(node, exp.Column):  # a bare word such as CHECKPOINT parses as a column
+        return node.sql().upper()
+    return type(node).__name__.upper()
+
+
+class _CommandFallbackAsError(logging.Filter):
+    """sqlglot parses unsupported statements (LOAD, CALL, EXPLAIN ...) as ``Command`` with a
+    logged warning; the root check refuses them, so the warning is only noise here."""
+
+    def __enter__(self) -> _CommandFallbackAsError:
+        logging.getLogger("sqlglot").addFilter(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        logging.getLogger("sqlglot").removeFilter(self)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Falling back to parsing as a 'Command'" not in record.getMessage()

@@ -1,0 +1,199 @@
+"""Write query results: a table for people, or json, ndjson, csv and parquet for programs.
+
+Results arrive as a stream of Arrow record batches (:class:`ResultStream`) and every writer
+consumes them one batch at a time, so memory stays bounded by the batch size whatever the row
+count. The table writer sizes its columns from the first rows only, then keeps those widths.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import shutil
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from recstore.errors import InputError
+
+FORMATS: tuple[str, ...] = ("table", "json", "ndjson", "csv", "parquet")
+BATCH_ROWS = 10_000
+_TABLE_SAMPLE_ROWS = 200
+_MAX_CELL = 40
+_MIN_CELL = 6
+
+
+@dataclass
+class ResultStream:
+    """Column names, their engine type names (``JSON`` columns are written as JSON values), and
+    the rows as Arrow record batches, consumed once."""
+
+    columns: list[str]
+    types: list[str]
+    batches: Iterator[pa.RecordBatch]
+    schema: pa.Schema | None = None
+    rows_written: int = field(default=0, init=False)
+
+    def rows(self) -> Iterator[tuple]:
+        """Rows as tuples of Python values, one batch in memory at a time."""
+        for batch in self.batches:
+            columns = [col.to_pylist() for col in batch.columns]
+            yield from zip(*columns, strict=True)
+
+
+def write_result(result: ResultStream, fmt: str = "table", output: str | Path | None = None,
+                 stdout: IO[str] | None = None) -> int:
+    """Write ``result`` as ``fmt`` to the file ``output`` (or ``stdout``); return the row count."""
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}",
+                         source="--format")
+    if fmt == "parquet":
+        if output is None:
+            raise InputError("parquet output needs --output FILE", source="--format")
+        return _write_parquet(result, Path(output))
+    if output is not None:
+        with open(output, "w", encoding="utf-8", newline="") as fh:
+            return _WRITERS[fmt](result, fh, False)
+    import sys
+
+    out = stdout or sys.stdout
+    return _WRITERS[fmt](result, out, out.isatty())
+
+
+def _write_json(result: ResultStream, out: IO[str], _tty: bool) -> int:
+    out.write("[")
+    count = 0
+    for row in _json_rows(result):
+        out.write(("\n" if count == 0 else ",\n") + row)
+        count += 1
+    out.write("\n]\n" if count else "]\n")
+    return count
+
+
+def _write_ndjson(result: ResultStream, out: IO[str], _tty: bool) -> int:
+    count = 0
+    for row in _json_rows(result):
+        out.write(row + "\n")
+        count += 1
+    return count
+
+
+def _json_rows(result: ResultStream) -> Iterator[str]:
+    json_columns = {i for i, t in enumerate(result.types) if t.upper() == "JSON"}
+    for row in result.rows():
+        record = {}
+        for i, (name, value) in enumerate(zip(result.columns, row, strict=True)):
+            if i in json_columns and isinstance(value, str):
+                value = orjson.Fragment(value)  # already JSON text: embed, do not re-quote
+            record[name] = value
+        yield orjson.dumps(record, default=_json_default,
+                           option=orjson.OPT_NON_STR_KEYS).decode("utf-8")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return str(value)
+
+
+def _write_csv(result: ResultStream, out: IO[str], _tty: bool) -> int:
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(result.columns)
+    count = 0
+    for row in result.rows():
+        writer.writerow([_text(v) for v in row])
+        count += 1
+    return count
+
+
+def _write_table(result: ResultStream, out: IO[str], tty: bool) -> int:
+    rows = result.rows()
+    sample = [row for _, row in zip(range(_TABLE_SAMPLE_ROWS), rows, strict=False)]
+    widths = _column_widths(result.columns, sample, shutil.get_terminal_size().columns if tty
+                            else None)
+    numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+               for t in (result.schema.types if result.schema else [])]
+    out.write(_table_line(result.columns, widths, [False] * len(widths)) + "\n")
+    out.write("  ".join("-" * w for w in widths) + "\n")
+    count = 0
+    for row in _chain(sample, rows):
+        out.write(_table_line([_text(v) for v in row], widths, numeric) + "\n")
+        count += 1
+    out.write(f"({count} row{'s' if count != 1 else ''})\n")
+    return count
+
+
+def _column_widths(columns: list[str], sample: list[tuple], terminal: int | None) -> list[int]:
+    widths = [len(c) for c in columns]
+    for row in sample:
+        for i, value in enumerate(row):
+            widths[i] = max(widths[i], len(_text(value)))
+    cap = _MAX_CELL
+    if terminal:  # shrink the cell cap until the table fits the terminal, down to a floor
+        while cap > _MIN_CELL and sum(min(w, cap) for w in widths) + 2 * len(widths) > terminal:
+            cap -= 1
+    return [max(1, min(w, cap)) for w in widths]
+
+
+def _table_line(cells: list[str], widths: list[int], right: list[bool]) -> str:
+    parts = []
+    for i, (cell, width) in enumerate(zip(cells, widths, strict=True)):
+        if len(cell) > width:
+            cell = cell[: width - 1] + "…"
+        parts.append(cell.rjust(width) if i < len(right) and right[i] else cell.ljust(width))
+    return "  ".join(parts).rstrip()
+
+
+def _text(value: Any) -> str:
+    """One-line text of a value for the table and CSV."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime | date | time):
+        return value.isoformat(sep=" ") if isinstance(value, datetime) else value.isoformat()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, list | dict):
+        return orjson.dumps(value, default=_json_default).decode("utf-8")
+    return str(value).replace("\r", " ").replace("\n", " ")
+
+
+def _write_parquet(result: ResultStream, path: Path) -> int:
+    writer: pq.ParquetWriter | None = None
+    count = 0
+    try:
+        for batch in result.batches:
+            if writer is None:
+                writer = pq.ParquetWriter(path, batch.schema, compression="zstd")
+            writer.write_batch(batch)
+            count += batch.num_rows
+        if writer is None:  # no rows: still write a file with the columns
+            schema = result.schema or pa.schema([(c, pa.string()) for c in result.columns])
+            writer = pq.ParquetWriter(path, schema, compression="zstd")
+    finally:
+        if writer is not None:
+            writer.close()
+    return count
+
+
+def _chain(first: Iterable[tuple], rest: Iterator[tuple]) -> Iterator[tuple]:
+    yield from first
+    yield from rest
+
+
+_WRITERS = {"json": _write_json, "ndjson": _write_ndjson, "csv": _write_csv,
+            "table": _write_table}
+
+__all__ = ["FORMATS", "BATCH_ROWS", "ResultStream", "write_result"]
