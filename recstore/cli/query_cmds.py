@@ -1,1 +1,168 @@
-"""CLI commands: query_cmds (placeholder until its issue lands)."""
+"""CLI: ``recstore query``, ``recstore queries``, ``recstore schema``, ``recstore export``."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+
+from recstore.cli import cli
+from recstore.errors import InputError, NotFoundError
+from recstore.query import (
+    FORMATS,
+    CompiledQuery,
+    compile_query,
+    default_catalog,
+    execute,
+    list_saved,
+    load_saved,
+    open_reader,
+    write_result,
+)
+from recstore.query.dialects import DIALECTS
+from recstore.query.output import ResultStream
+from recstore.query.views import Catalog, catalog_from_connection, schema_json, schema_text
+
+
+def _store(ctx: click.Context):
+    from recstore.store import Store
+
+    path = Path(ctx.obj["db"])
+    if not path.exists():
+        raise NotFoundError(f"store {path} does not exist; ingest records first "
+                            "(recstore ingest FILE...) or pass --db")
+    return Store(path)
+
+
+def _params(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"expected NAME=VALUE, got {pair!r}", source="--param")
+        out[key.strip()] = value
+    return out
+
+
+def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> CompiledQuery:
+    if text.startswith("@"):
+        saved = load_saved(text)
+        return compile_query(saved.text, catalog, saved.bind(params), language=saved.language)
+    return compile_query(text, catalog, params)
+
+
+@cli.command("query")
+@click.argument("text")
+@click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE",
+              help="Value for $NAME in a saved or ad-hoc query (repeatable).")
+@click.option("--explain", is_flag=True, help="Print the SQL the query compiles to; do not run.")
+@click.option("--dialect", type=click.Choice(DIALECTS),
+              help="Print the compiled SQL for this engine; do not run.")
+@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb",
+              show_default=True, help="Run on the store (duckdb) or on Spark over --parquet.")
+@click.option("--parquet", type=click.Path(file_okay=False, exists=True),
+              help="Exported Parquet directory for --engine spark (see `recstore export`).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to FILE.")
+@click.pass_context
+def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: bool,
+              dialect: str | None, engine: str, parquet: str | None, fmt: str, as_json: bool,
+              output: str | None) -> None:
+    """Run read-only SQL or a filter-DSL query (or @saved-name) over the store's views.
+
+    \b
+    Examples:
+      recstore query "status = 'failed' and started > -7d order by started desc limit 20"
+      recstore query "tool_calls.any(name = 'refund' and args.amount > 100)" --format ndjson
+      recstore query "SELECT agent, count(*) FROM runs GROUP BY ALL"
+      recstore query @failed-runs-by-error --param since=-30d
+      recstore query "visits.count() >= 3" --dialect spark
+      recstore query @slowest-runs --engine spark --parquet export/
+    """
+    fmt = "json" if as_json else fmt
+    values = _params(params)
+    if explain or dialect:
+        compiled = _compile(text, values, None)
+        click.echo(compiled.to(dialect or "duckdb", pretty=True))
+        return
+    if engine == "spark":
+        if not parquet:
+            raise InputError("--engine spark needs --parquet DIR (from `recstore export DIR`)",
+                             source="--engine")
+        from recstore.query.spark import run_on_spark
+
+        write_result(run_on_spark(_compile(text, values, default_catalog()), parquet), fmt,
+                     output)
+        return
+    with _store_result(ctx, text, values) as result:
+        write_result(result, fmt, output)
+
+
+@contextlib.contextmanager
+def _store_result(ctx: click.Context, text: str, values: dict[str, str]
+                  ) -> Iterator[ResultStream]:
+    with open_reader(_store(ctx)) as con:
+        yield execute(con, _compile(text, values, catalog_from_connection(con)))
+
+
+@cli.command("queries")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+def queries_cmd(as_json: bool) -> None:
+    """List the saved queries (run one with `recstore query @NAME`)."""
+    saved = list_saved()
+    if as_json:
+        click.echo(json.dumps([
+            {"name": q.name, "language": q.language, "description": q.description,
+             "params": [p.__dict__ for p in q.params], "path": str(q.path)} for q in saved
+        ], indent=2))
+        return
+    width = max((len(q.name) for q in saved), default=0) + 1
+    for q in saved:
+        click.echo(f"@{q.name:<{width}} {q.language}  {q.description}")
+        for p in q.params:
+            default = f" = {p.default}" if p.default is not None else ""
+            click.echo(f"  {'':<{width}}   --param {p.name}=<{p.type}>{default}  {p.description}")
+
+
+@cli.command("schema")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.pass_context
+def schema_cmd(ctx: click.Context, as_json: bool) -> None:
+    """Print the queryable views with column types and descriptions."""
+    if Path(ctx.obj["db"]).exists():
+        with _store(ctx).reader() as con:
+            catalog = catalog_from_connection(con)
+    else:
+        catalog = default_catalog()
+    if as_json:
+        click.echo(json.dumps(schema_json(catalog), indent=2))
+    else:
+        click.echo(schema_text(catalog), nl=False)
+
+
+@cli.command("export")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.pass_context
+def export_cmd(ctx: click.Context, directory: str, as_json: bool) -> None:
+    """Write every view as zstd Parquet under DIRECTORY, hive-partitioned by run start day.
+
+    \b
+    Example:
+      recstore export export/ && recstore query @slowest-runs --engine spark --parquet export/
+    """
+    from recstore.query.export import export_views
+
+    summary = export_views(_store(ctx), directory)
+    if as_json:
+        click.echo(json.dumps({"directory": str(summary.directory), "rows": summary.rows,
+                               "partitioned": summary.partitioned}, indent=2))
+        return
+    for name, rows in summary.rows.items():
+        layout = "by day" if name in summary.partitioned else "single file"
+        click.echo(f"{name:<22} {rows:>10} rows  {layout}")
+    click.echo(f"exported {len(summary.rows)} views to {summary.directory}")

@@ -1,0 +1,105 @@
+"""Export the public views as zstd Parquet for other engines (Spark, Trino, Polars, DuckDB).
+
+Layout: ``DIR/<view>/day=YYYY-MM-DD/data_0.parquet`` — hive-partitioned by the day the run
+started (``day=unknown`` when it has no start time) for ``runs`` and every view whose rows belong
+to a run; other views (sources, batches, ...) are one unpartitioned directory. Columns Spark
+cannot read are converted: UUID and JSON become strings, 128-bit and unsigned integers become
+DOUBLE / BIGINT. Reading back, ``day`` is an extra partition column.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+from sqlglot import exp
+
+from recstore.query.views import Catalog, View, catalog_from_connection
+
+if TYPE_CHECKING:
+    from recstore.store import Store
+
+PARTITION_COLUMN = "day"
+_SPARK_CASTS = {"UUID": "VARCHAR", "JSON": "VARCHAR", "HUGEINT": "DOUBLE", "UHUGEINT": "DOUBLE",
+                "UBIGINT": "DECIMAL(20, 0)", "UINTEGER": "BIGINT", "USMALLINT": "INTEGER",
+                "UTINYINT": "SMALLINT", "INTERVAL": "VARCHAR", "TIME WITH TIME ZONE": "VARCHAR"}
+
+
+@dataclass
+class ExportSummary:
+    """Rows written per view and where."""
+
+    directory: Path
+    rows: dict[str, int] = field(default_factory=dict)
+    partitioned: list[str] = field(default_factory=list)
+
+
+def export_views(store: Store, directory: str | Path) -> ExportSummary:
+    """Write every public view of ``store`` under ``directory`` (replacing earlier exports of
+    those views) and return the row counts."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    summary = ExportSummary(directory)
+    with store.reader() as con:
+        catalog = catalog_from_connection(con)
+        for view in catalog.views.values():
+            summary.rows[view.name] = _export_view(con, catalog, view, directory / view.name)
+            if _partitionable(catalog, view):
+                summary.partitioned.append(view.name)
+    return summary
+
+
+def _export_view(con: duckdb.DuckDBPyConnection, catalog: Catalog, view: View,
+                 target: Path) -> int:
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    select = spark_safe_select(view)
+    count = con.execute(f"SELECT count(*) FROM {view.name}").fetchone()[0]  # type: ignore[index]
+    options = "FORMAT parquet, COMPRESSION zstd"
+    if count and _partitionable(catalog, view):
+        select = select.select(_day_expression(view), copy=False)
+        if view.name != "runs":
+            select = select.join(exp.to_table("runs").as_("run"),
+                                 on=f"run.run_key = {view.name}.run_key", join_type="left",
+                                 copy=False)
+        options += f", PARTITION_BY ({PARTITION_COLUMN}), OVERWRITE true"
+        to = _literal(str(target))
+    else:  # empty or not run-scoped: one file, so a reader still finds the columns
+        to = _literal(str(target / "data_0.parquet"))
+    con.execute(f"COPY ({select.sql('duckdb')}) TO {to} ({options})")
+    return int(count)
+
+
+def spark_safe_select(view: View) -> exp.Select:
+    """``SELECT`` of every column of ``view``, converting types Spark cannot read from Parquet."""
+    columns = []
+    for column in view.columns:
+        ref = exp.column(column.name, table=view.name, quoted=True)
+        cast = _SPARK_CASTS.get(column.type.upper())
+        columns.append(exp.cast(ref, cast).as_(column.name, quoted=True) if cast else ref)
+    return exp.select(*columns).from_(exp.to_table(view.name))
+
+
+def _partitionable(catalog: Catalog, view: View) -> bool:
+    return view.name == "runs" or view.name in catalog.run_children()
+
+
+def _day_expression(view: View) -> exp.Expression:
+    table = "runs" if view.name == "runs" else "run"
+    day = exp.func("strftime", exp.column("started", table=table), exp.Literal.string("%Y-%m-%d"))
+    return exp.func("coalesce", day, exp.Literal.string("unknown")).as_(PARTITION_COLUMN)
+
+
+def _literal(text: str) -> str:
+    return exp.Literal.string(text).sql("duckdb")
+
+
+def parquet_view_paths(directory: str | Path) -> dict[str, Path]:
+    """The exported view directories under ``directory`` by view name."""
+    directory = Path(directory)
+    return {p.name: p for p in sorted(directory.iterdir()) if p.is_dir()} if directory.is_dir() \
+        else {}

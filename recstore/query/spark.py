@@ -1,0 +1,105 @@
+"""Run compiled queries on a local Spark session over exported Parquet (the scale-out path).
+
+pyspark is an optional extra (``pip install 'recstore[spark]'``) and needs Java 17+. Each exported
+view directory becomes a temporary view of the same name; the ``day`` partition column is dropped
+so a query sees the same columns as on the store. Results stream back through
+``toLocalIterator`` in Arrow batches, like the DuckDB path.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from recstore.errors import InputError, RecstoreError
+from recstore.query.export import PARTITION_COLUMN, parquet_view_paths
+from recstore.query.output import BATCH_ROWS, ResultStream
+
+if TYPE_CHECKING:
+    from recstore.query.api import CompiledQuery
+
+INSTALL_HINT = "pip install 'recstore[spark]'"
+
+
+class SparkUnavailable(RecstoreError):
+    """pyspark or Java is missing; the message says how to install it."""
+
+
+def spark_missing_reason() -> str | None:
+    """Why Spark cannot run here (no pyspark, no java), or None when it can."""
+    if importlib.util.find_spec("pyspark") is None:
+        return f"pyspark is not installed; install it with: {INSTALL_HINT}"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "Spark needs Java 17 or newer; install a JDK and put java on PATH"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def spark_session() -> Any:
+    """One local Spark session (``local[2]``, UTC, no UI) per process."""
+    reason = spark_missing_reason()
+    if reason:
+        raise SparkUnavailable(reason)
+    # Spark otherwise warns that the host name resolves to loopback and may bind elsewhere.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master("local[2]")
+        .appName("recstore")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+
+
+def register_views(spark: Any, parquet_dir: str | Path) -> list[str]:
+    """Register every exported view under ``parquet_dir`` as a Spark temporary view."""
+    paths = parquet_view_paths(parquet_dir)
+    if not paths:
+        raise InputError("no exported views here; run `recstore export DIR` first",
+                         source=str(parquet_dir))
+    for name, path in paths.items():
+        frame = spark.read.option("basePath", str(path)).parquet(str(path))
+        if PARTITION_COLUMN in frame.columns:
+            frame = frame.drop(PARTITION_COLUMN)
+        frame.createOrReplaceTempView(name)
+    return list(paths)
+
+
+def run_on_spark(query: CompiledQuery, parquet_dir: str | Path,
+                 batch_rows: int = BATCH_ROWS) -> ResultStream:
+    """Run ``query`` (compiled to Spark SQL) over the Parquet export in ``parquet_dir``."""
+    spark = spark_session()
+    register_views(spark, parquet_dir)
+    frame = spark.sql(query.to("spark"))
+    columns = list(frame.columns)
+    types = [f.dataType.simpleString() for f in frame.schema.fields]
+    return ResultStream(columns, types, _arrow_batches(frame.toLocalIterator(), columns,
+                                                       batch_rows))
+
+
+def _arrow_batches(rows: Iterator[Any], columns: list[str],
+                   batch_rows: int) -> Iterator[pa.RecordBatch]:
+    chunk: list[tuple] = []
+    for row in rows:
+        chunk.append(tuple(row))
+        if len(chunk) >= batch_rows:
+            yield _batch(chunk, columns)
+            chunk = []
+    if chunk:
+        yield _batch(chunk, columns)
+
+
+def _batch(rows: list[tuple], columns: list[str]) -> pa.RecordBatch:
+    arrays = [pa.array(list(values)) for values in zip(*rows, strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, names=columns)
