@@ -12,10 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from recstore.replay.replay import ReplayOutcome
+from recstore.replay.replay import ReplayReport
 from recstore.store import Store
 
-__all__ = ["SourceRun", "lineage_row", "lineage_tree", "load_source", "render_tree", "store_replays"]
+__all__ = [
+    "SourceRun",
+    "lineage_row",
+    "lineage_tree",
+    "load_source",
+    "load_sources",
+    "render_tree",
+    "store_replays",
+]
 
 RELATION = "replay_of"
 
@@ -33,19 +41,24 @@ class SourceRun:
 
 def load_source(store: Store, ref: str) -> SourceRun:
     """The current revision of the run ``ref`` names (key, id or unique prefix)."""
-    key = store.resolve_run(ref)
-    record = store.get_record(key)
+    return load_sources(store, [store.resolve_run(ref)])[0]
+
+
+def load_sources(store: Store, run_keys: list[str]) -> list[SourceRun]:
+    """The current revisions of stored runs, in the order given."""
+    records = [store.get_record(key) for key in run_keys]
     with store.reader() as con:
-        revision, record_hash, uri = con.execute(
-            "SELECT revision, record_hash, source_uri FROM runs WHERE run_key = ?", [key]
-        ).fetchone()
-    return SourceRun(key, revision, record_hash, uri, record)
+        rows = con.execute(
+            "SELECT run_key, revision, record_hash, source_uri FROM runs WHERE list_contains(?, run_key)",
+            [run_keys],
+        ).fetchall()
+    identity = {row[0]: row[1:] for row in rows}
+    return [SourceRun(key, *identity[key], record) for key, record in zip(run_keys, records, strict=True)]
 
 
-def lineage_row(source: SourceRun, outcome: ReplayOutcome, provider: str) -> dict:
+def lineage_row(source: SourceRun, record: dict, report: ReplayReport, provider: str) -> dict:
     """The ``replay_of`` lineage row for one replay (``Store.ingest_records`` format)."""
-    report = outcome.report
-    harness = (outcome.record or {}).get("metadata", {}).get("harness")
+    harness = (record.get("metadata") or {}).get("harness")
     detail = {
         "sourceRevision": source.revision,
         "sourceRecordHash": source.record_hash,
@@ -66,20 +79,22 @@ def lineage_row(source: SourceRun, outcome: ReplayOutcome, provider: str) -> dic
         "relation": RELATION,
         "parent_run_key": source.run_key,
         "parent_run_id": source.record.get("runId"),
-        "child": outcome.record["runId"],
+        "child": record["runId"],
         "detail": detail,
     }
 
 
-def store_replays(store: Store, replays: Iterable[tuple[SourceRun, ReplayOutcome, str]]) -> list[str]:
+def store_replays(
+    store: Store, replays: Iterable[tuple[SourceRun, dict | None, ReplayReport, str]]
+) -> list[str]:
     """Ingest replay records (failed ones too) with their lineage in one transaction; returns
-    the replay run keys. Outcomes without a record (the replay could not start) are skipped."""
+    the replay run keys. Replays without a record (they could not start) are skipped."""
     records, rows = [], []
-    for source, outcome, provider in replays:
-        if outcome.record is None:
+    for source, record, report, provider in replays:
+        if record is None:
             continue
-        records.append(outcome.record)
-        rows.append(lineage_row(source, outcome, provider))
+        records.append(record)
+        rows.append(lineage_row(source, record, report, provider))
     if not records:
         return []
     summary = store.ingest_records(records, source_uri="recstore:replay", tags={"kind": "replay"}, lineage=rows)

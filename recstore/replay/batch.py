@@ -1,0 +1,129 @@
+"""Replay many stored runs: worker processes compute, this process alone writes.
+
+DuckDB lets one process write a file, so replays run in a process pool (``workers > 1``) that
+never opens the store; the parent reads the sources up front, collects finished replays and
+stores them in batches through one writer (:func:`recstore.replay.lineage.store_replays`).
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+
+from recstore.errors import RecstoreError
+from recstore.replay.harness import Harness, ProviderSpec, harness_from_source, load_harness
+from recstore.replay.lineage import SourceRun, load_sources, store_replays
+from recstore.replay.replay import ReplayReport, error_outcome, provider_for, replay_run
+from recstore.store import Store, run_key_for
+
+__all__ = ["ReplayJob", "ReplayResult", "replay_one", "replay_stored"]
+
+STORE_BATCH = 200  # replays per write transaction
+CHUNK = 25  # sources per task sent to a worker
+
+
+@dataclass(frozen=True)
+class ReplayJob:
+    """What to replay every source against (picklable: workers rebuild the candidate)."""
+
+    harness_path: str | None = None  # None: --from-source
+    mode: str = "strict"
+    input_mode: str = "recorded"
+    provider: ProviderSpec | None = None  # overrides the harness's provider settings
+
+    def candidate_for(self, source: dict) -> Harness:
+        harness = _cached_harness(self.harness_path) if self.harness_path else harness_from_source(source)
+        if self.provider is not None:
+            # The descriptor hash stays the file's: aioc's hash covers the descriptor, not models.
+            harness = harness.model_copy(update={"provider": self.provider})
+        return harness
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_harness(path: str) -> Harness:
+    return load_harness(path)
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """One replay as the batch reports it."""
+
+    source_run_key: str
+    replay_run_key: str | None
+    report: ReplayReport
+
+
+def replay_one(job: ReplayJob, source: dict) -> tuple[dict | None, ReplayReport, str]:
+    """Replay one source record: ``(replay record or None, report, provider name)``. Errors a
+    user can cause (bad harness, missing API key) become an ``error`` report, not an exception."""
+    try:
+        harness = job.candidate_for(source)
+        provider = provider_for(harness.provider, source)
+        outcome = replay_run(source, harness, job.mode, job.input_mode, provider=provider)
+    except RecstoreError as exc:
+        outcome = error_outcome(source, job.mode, job.input_mode, exc)
+        return None, outcome.report, ""
+    return outcome.record, outcome.report, provider.name
+
+
+def _replay_chunk(job: ReplayJob, sources: list[dict]) -> list[tuple[dict | None, ReplayReport, str]]:
+    return [replay_one(job, source) for source in sources]
+
+
+def _computed(job: ReplayJob, sources: list[SourceRun], workers: int) -> Iterator[tuple[int, tuple]]:
+    """``(index into sources, replay_one result)`` as replays finish."""
+    if workers <= 1:
+        for index, source in enumerate(sources):
+            yield index, replay_one(job, source.record)
+        return
+    # spawn, not fork: the parent has used DuckDB, whose threads must not be forked.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        starts = range(0, len(sources), CHUNK)
+        futures = {
+            pool.submit(_replay_chunk, job, [s.record for s in sources[start : start + CHUNK]]): start
+            for start in starts
+        }
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                start = futures[future]
+                for offset, result in enumerate(future.result()):
+                    yield start + offset, result
+
+
+def replay_stored(
+    store: Store,
+    run_keys: list[str],
+    job: ReplayJob,
+    *,
+    workers: int = 1,
+    save: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[ReplayResult]:
+    """Replay the stored runs ``run_keys`` and store every replay record with its lineage
+    (unless ``save`` is false). Results come back in ``run_keys`` order."""
+    sources = load_sources(store, run_keys)
+    results: list[ReplayResult | None] = [None] * len(sources)
+    pending: list[tuple[int, tuple]] = []
+
+    def flush() -> None:
+        if save:
+            store_replays(store, [(sources[i], rec, rep, prov) for i, (rec, rep, prov) in pending])
+        for index, (record, report, _) in pending:
+            key = run_key_for("aioc", record["runId"]) if record is not None and save else None
+            results[index] = ReplayResult(sources[index].run_key, key, report)
+        pending.clear()
+
+    for done, (index, result) in enumerate(_computed(job, sources, workers), start=1):
+        pending.append((index, result))
+        if len(pending) >= STORE_BATCH:
+            flush()
+        if progress is not None:
+            progress(done, len(sources))
+    flush()
+    return [r for r in results if r is not None]
