@@ -48,7 +48,7 @@ def test_changed_arguments_are_drift_on_that_tool(source):
     replay = with_args(source, "get_finance_report", {"reportId": "Q2-2026"})
     drift = tool_drift(source, replay)
     assert drift == {"get_finance_report": {"source_calls": 1, "replay_calls": 1, "added": 1,
-                                            "removed": 1, "changed_args": 1}}
+                                            "removed": 1, "changed_args": 1, "unrecorded": 0}}
     spec = spec_with(classify={"fail_on": ["tool_drift"], "tools": ["get_finance_report"]})
     signals, _ = case_signals(spec, source, replay, compare_records(source, replay), None)
     assert "tool_drift" in signals and "tool_calls_changed" in signals and "not_equal" in signals
@@ -69,6 +69,18 @@ def test_aioc_default_rule_fail_on_failed_candidate_warn_on_difference(source):
     different = copy.deepcopy(source) | {"response": "something else"}
     signals, _ = case_signals(spec, source, different, compare_records(source, different), None)
     assert classify(spec, signals) == "warn"
+
+
+def test_calls_without_recording_are_drift_even_with_identical_records(source):
+    # a changed tool schema: the record keeps the model's raw arguments, but the validated
+    # arguments found no recording (strict miss or live fallback)
+    calls = [{"name": "get_finance_report", "resolution": "missing"}]
+    drift = tool_drift(source, source, calls)
+    assert drift["get_finance_report"]["unrecorded"] == 1
+    assert drift["get_finance_report"]["added"] == 0
+    spec = spec_with(classify={"warn_on": ["tool_drift"], "tools": ["get_finance_report"]})
+    signals, _ = case_signals(spec, source, source, compare_records(source, source), None, calls)
+    assert signals == ["tool_drift"] and classify(spec, signals) == "warn"
 
 
 def test_replay_error_without_record(source):

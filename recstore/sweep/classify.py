@@ -17,19 +17,22 @@ from recstore.sweep.spec import SweepSpec
 OUTCOME_RANK = {"pass": 0, "warn": 1, "fail": 2}
 
 
-def tool_drift(source: dict, replay: dict) -> dict[str, dict[str, int]]:
-    """Per tool name whose calls differ (by count or arguments): how they differ.
+def tool_drift(source: dict, replay: dict, calls: list[dict] = ()) -> dict[str, dict[str, int]]:
+    """Per tool name whose calls differ: how they differ.
 
-    ``added``/``removed`` count calls whose (name, argsHash) is in one run and not the other, so a
-    call with changed arguments counts once in each; ``changed_args`` is the part of that which
-    is a pure argument change (same call count, different arguments).
+    ``added``/``removed`` count calls whose (name, argsHash) is in one record and not the other,
+    so a call with changed arguments counts once in each; ``changed_args`` is the part of that
+    which is a pure argument change. ``unrecorded`` counts the replay's tool executions (its
+    report's ``calls``) whose *validated* arguments had no recording — a changed tool schema
+    shows up there even when the model's raw arguments, and so the record, are unchanged.
     """
     before = _calls_by_tool(source)
     after = _calls_by_tool(replay)
+    unrecorded = Counter(c["name"] for c in calls if c.get("resolution") != "recorded")
     drift: dict[str, dict[str, int]] = {}
-    for tool in sorted(before.keys() | after.keys()):
+    for tool in sorted(before.keys() | after.keys() | unrecorded.keys()):
         a, b = before.get(tool, Counter()), after.get(tool, Counter())
-        if a == b:
+        if a == b and not unrecorded[tool]:
             continue
         removed = sum((a - b).values())
         added = sum((b - a).values())
@@ -39,6 +42,7 @@ def tool_drift(source: dict, replay: dict) -> dict[str, dict[str, int]]:
             "added": added,
             "removed": removed,
             "changed_args": min(added, removed),
+            "unrecorded": unrecorded[tool],
         }
     return drift
 
@@ -51,14 +55,18 @@ def _calls_by_tool(record: dict) -> dict[str, Counter]:
 
 
 def case_signals(spec: SweepSpec, source: dict, replay: dict | None, comparison: dict | None,
-                 replay_error: str | None) -> tuple[list[str], dict[str, dict[str, int]]]:
-    """The signals a case raises, and its tool drift (empty when there is no replay record)."""
+                 replay_error: str | None, calls: list[dict] = ()
+                 ) -> tuple[list[str], dict[str, dict[str, int]]]:
+    """The signals a case raises, and its tool drift (empty when there is no replay record).
+
+    ``calls`` are the replay report's tool executions with their resolution (see
+    :func:`tool_drift`)."""
     signals: list[str] = []
     if replay_error:
         signals.append("replay_error")
     if replay is None or comparison is None:
         return signals, {}
-    drift = tool_drift(source, replay)
+    drift = tool_drift(source, replay, calls)
     summary = comparison["summary"]
     watched = set(spec.classify.tools)
     called = {call["name"] for call in extract_tool_calls(replay)}

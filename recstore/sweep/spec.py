@@ -63,15 +63,22 @@ class SelectSpec(_Strict):
     sample: Annotated[int, Field(gt=0)] | None = None
     seed: int = 0
     limit: Annotated[int, Field(gt=0)] | None = None
+    include_replays: bool = False  # by default runs that are replays of other runs are skipped
 
 
 class CandidateSpec(_Strict):
-    """The agent the cases are replayed against: exactly one of harness, from_source, command."""
+    """The agent the cases are replayed against: exactly one of harness, from_source, command.
+
+    ``tools`` (with ``from_source`` only) replaces the named tools' specs in the harness derived
+    from each source run — "the recorded behaviour, with this tool changed" — e.g. a new schema
+    whose defaults change the arguments the tool receives.
+    """
 
     harness: str | None = None
     from_source: bool = False
     command: list[str] | None = None
-    provider: str | None = None
+    tools: dict[str, dict] = Field(default_factory=dict)
+    timeout: Annotated[float, Field(gt=0)] = 300.0
     label: str | None = None
 
     @model_validator(mode="after")
@@ -84,6 +91,8 @@ class CandidateSpec(_Strict):
             )
         if self.command is not None and not all(self.command):
             raise ValueError("command must be a non-empty list of non-empty strings")
+        if self.tools and not self.from_source:
+            raise ValueError("tools overrides apply to from_source = true only (edit the harness file instead)")
         return self
 
     def describe(self) -> str:
@@ -91,9 +100,10 @@ class CandidateSpec(_Strict):
         if self.label:
             return self.label
         if self.harness:
-            return f"harness {self.harness}"
+            return f"harness {Path(self.harness).name}"
         if self.from_source:
-            return "from source"
+            changed = f" with {', '.join(sorted(self.tools))} changed" if self.tools else ""
+            return f"from source{changed}"
         return "command " + " ".join(self.command or [])
 
 

@@ -1,0 +1,461 @@
+"""Running a sweep: select cases, replay each against the candidate, compare, classify, record.
+
+:func:`run_sweep` is resumable. A sweep run first freezes its selection (the source runs, with
+revision and record hash) in ``sweep_selection``; finished cases are committed as they finish
+(``sweep_case_results``), so a run that is interrupted — even by SIGKILL — loses only the cases
+in flight. Running the same spec again continues the unfinished run with the cases that have no
+result yet; ``rerun=True`` supersedes it and starts a fresh run.
+
+*Exactly one stored replay per case.* The parent process is the single writer; workers are
+processes that only compute (replay, compare, classify, judge). Finished cases are written in
+small groups — at most :data:`FLUSH_CASES` cases or :data:`FLUSH_SECONDS` seconds of work — as
+two commits: the replay records (ingested with a ``sweep_case`` lineage row each), then the case
+results. A crash before the first commit loses only computation. A crash between the two leaves
+replays whose cases have no result; on resume the runner finds them by their lineage rows and
+judges them instead of replaying again.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from recstore.canonical import canonical_json
+from recstore.errors import NotFoundError
+from recstore.sweep.candidate import CaseReplay, prepare_candidate
+from recstore.sweep.classify import case_signals, classify, judge_input
+from recstore.sweep.judge import JudgeError, run_judge
+from recstore.sweep.locks import sweep_run_lock
+from recstore.sweep.spec import SweepSpec, spec_json
+
+#: progress(done, total) after every recorded case.
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass
+class SweepRun:
+    """What one ``run_sweep`` call did, and where the run stands."""
+
+    sweep_run_id: int
+    sweep_name: str
+    resumed: bool
+    case_count: int
+    processed: int = 0  # cases finished by this call
+    recovered: int = 0  # cases whose replay was already stored (a crash between two writes)
+    counts: dict[str, int] = field(default_factory=lambda: {"pass": 0, "warn": 0, "fail": 0})
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        """True when any case of the run failed (the CI gate)."""
+        return self.counts["fail"] > 0
+
+    def summary_line(self) -> str:
+        """One line for people and scheduler logs."""
+        c = self.counts
+        verb = "resumed" if self.resumed else "ran"
+        return (f"sweep {self.sweep_name} run {self.sweep_run_id} ({verb}): {self.case_count} cases, "
+                f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail")
+
+    def to_json(self) -> dict:
+        """JSON form for ``--json``."""
+        return {
+            "sweep": self.sweep_name,
+            "sweep_run_id": self.sweep_run_id,
+            "resumed": self.resumed,
+            "case_count": self.case_count,
+            "processed": self.processed,
+            "recovered": self.recovered,
+            "counts": self.counts,
+            "status": "fail" if self.failed else ("warn" if self.counts["warn"] else "pass"),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass(frozen=True)
+class CaseInput:
+    """One case handed to a worker (picklable)."""
+
+    case_index: int
+    source_run_key: str
+    source: dict
+    replay: dict | None = None  # an already stored replay (recovery): judge it, do not replay
+
+
+@dataclass
+class CaseResult:
+    """A worker's answer for one case (picklable); the parent stores it."""
+
+    case_index: int
+    source_run_key: str
+    outcome: str
+    signals: list[str]
+    drift: dict
+    replay_record: dict | None
+    replay_report: dict
+    comparison: dict | None
+    judge: dict | None
+    error: str | None
+    duration_ms: float
+    source_status: str | None
+    candidate_status: str | None
+    already_stored: bool = False
+
+
+def run_sweep(
+    store: Any,
+    spec: SweepSpec,
+    *,
+    rerun: bool = False,
+    progress: ProgressFn | None = None,
+    trigger: str = "manual",
+    scheduled_for: datetime | None = None,
+    spec_path: str | Path | None = None,
+) -> SweepRun:
+    """Run (or resume) a sweep of ``spec`` against ``store`` and return what happened.
+
+    Raises:
+        StoreLockedError: another process is running this sweep on this store.
+    """
+    started = time.perf_counter()
+    with sweep_run_lock(store.path, spec.name):
+        run_id, resumed = _open_run(store, spec, rerun, trigger, scheduled_for, spec_path)
+        cases = _pending_cases(store, run_id)
+        result = SweepRun(run_id, spec.name, resumed, _case_count(store, run_id))
+        writer = _CaseWriter(store, spec, run_id)
+        done = result.case_count - len(cases)
+        if progress:
+            progress(done, result.case_count)
+        for case in _execute(spec, _case_inputs(store, run_id, cases)):
+            writer.add(case)
+            result.processed += 1
+            result.recovered += case.already_stored
+            done += 1
+            if progress:
+                progress(done, result.case_count)
+        writer.flush()
+        _end_run(store, run_id, "finished", None)
+        result.counts = _outcome_counts(store, run_id)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+# --- opening a run -----------------------------------------------------------------------------
+
+def _open_run(store: Any, spec: SweepSpec, rerun: bool, trigger: str,
+              scheduled_for: datetime | None, spec_path: str | Path | None) -> tuple[int, bool]:
+    """The run to work on: the unfinished run of this spec, or a new one with a frozen selection."""
+    with store.reader() as con:
+        row = con.execute(
+            "SELECT sweep_run_id, spec_hash FROM sweep_run_starts s WHERE sweep_name = ? "
+            "AND NOT EXISTS (SELECT 1 FROM sweep_run_ends e WHERE e.sweep_run_id = s.sweep_run_id) "
+            "ORDER BY sweep_run_id DESC LIMIT 1",
+            [spec.name],
+        ).fetchone()
+    if row and not rerun and row[1] == spec.spec_hash:
+        return row[0], True
+    selection, matched = select_cases(store, spec)
+    snapshot = store.last_seq()
+    with store.writer() as con:
+        if row:
+            reason = "--rerun" if rerun else "the spec changed"
+            _insert_end(con, row[0], "superseded", reason)
+        run_id = con.execute("SELECT nextval('sweep_run_seq')").fetchone()[0]
+        con.execute(
+            "INSERT INTO sweep_run_starts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [run_id, spec.name, spec.spec_hash, spec_json(spec),
+             str(spec_path) if spec_path else None, spec.candidate.describe(), trigger,
+             _utc_naive(scheduled_for), _utc_naive(datetime.now(UTC)), snapshot,
+             spec.select.query, matched, len(selection), os.getpid()],
+        )
+        if selection:
+            con.executemany(
+                "INSERT INTO sweep_selection VALUES (?, ?, ?, ?, ?)",
+                [(run_id, i, key, rev, h) for i, (key, rev, h) in enumerate(selection)],
+            )
+    return run_id, False
+
+
+def select_cases(store: Any, spec: SweepSpec) -> tuple[list[tuple[str, int, str]], int]:
+    """The sweep's cases ``[(run_key, revision, record_hash)]`` and how many runs matched.
+
+    Runs that are themselves replays are left out unless ``select.include_replays``, so a
+    sweep never sweeps its own earlier results. A sample is drawn from the matched keys in
+    sorted order with the spec's seed, so the same store and spec always give the same cases.
+    """
+    from recstore.query import select_run_keys
+
+    keys = select_run_keys(store, spec.select.query, params=spec.select.params or None)
+    revisions = _revisions(store, keys, spec.select.include_replays)
+    keys = [k for k in keys if k in revisions]
+    matched = len(keys)
+    if spec.select.sample is not None and spec.select.sample < len(keys):
+        picked = set(random.Random(spec.select.seed).sample(sorted(keys), spec.select.sample))
+        keys = [k for k in keys if k in picked]
+    if spec.select.limit is not None:
+        keys = keys[: spec.select.limit]
+    return [(k, *revisions[k]) for k in keys], matched
+
+
+def _revisions(store: Any, keys: Sequence[str], include_replays: bool) -> dict[str, tuple[int, str]]:
+    """Current revision and record hash of each key (replays only when ``include_replays``)."""
+    if not keys:
+        return {}
+    with store.reader() as con:
+        rows = con.execute(
+            "SELECT run_key, revision, record_hash, replay_of_run_id IS NOT NULL FROM runs "
+            "WHERE list_contains(?, run_key)",
+            [list(keys)],
+        ).fetchall()
+    return {key: (rev, h) for key, rev, h, is_replay in rows if include_replays or not is_replay}
+
+
+def _pending_cases(store: Any, run_id: int) -> list[tuple[int, str, int | None]]:
+    with store.reader() as con:
+        return con.execute(
+            "SELECT s.case_index, s.source_run_key, s.source_revision FROM sweep_selection s "
+            "WHERE s.sweep_run_id = ? AND NOT EXISTS (SELECT 1 FROM sweep_case_results c "
+            "WHERE c.sweep_run_id = s.sweep_run_id AND c.case_index = s.case_index) "
+            "ORDER BY s.case_index",
+            [run_id],
+        ).fetchall()
+
+
+def _case_count(store: Any, run_id: int) -> int:
+    with store.reader() as con:
+        return con.execute(
+            "SELECT case_count FROM sweep_run_starts WHERE sweep_run_id = ?", [run_id]
+        ).fetchone()[0]
+
+
+# --- computing cases ---------------------------------------------------------------------------
+
+def _case_inputs(store: Any, run_id: int, cases: list[tuple[int, str, int | None]]) -> Iterator[CaseInput]:
+    """Source records (at the frozen revision) for each pending case, plus any stored replay."""
+    stored = _stored_replays(store, run_id)
+    for case_index, run_key, revision in cases:
+        source = store.get_record(run_key, revision=revision)
+        replay_key = stored.get(case_index)
+        replay = store.get_record(replay_key) if replay_key else None
+        yield CaseInput(case_index, run_key, source, replay)
+
+
+def _stored_replays(store: Any, run_id: int) -> dict[int, str]:
+    """Replays of this sweep run already in the store, by case index (see module docstring)."""
+    with store.reader() as con:
+        rows = con.execute(
+            "SELECT CAST(detail->>'$.case_index' AS INTEGER), child_run_key FROM lineage_log "
+            "WHERE relation = 'sweep_case' AND CAST(detail->>'$.sweep_run_id' AS BIGINT) = ?",
+            [run_id],
+        ).fetchall()
+    return dict(rows)
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(spec: SweepSpec) -> None:
+    _WORKER["spec"] = spec
+    _WORKER["candidate"] = prepare_candidate(spec)
+
+
+def _compute_in_worker(case: CaseInput) -> CaseResult:
+    return compute_case(_WORKER["spec"], _WORKER["candidate"], case)
+
+
+def _execute(spec: SweepSpec, cases: Iterator[CaseInput]) -> Iterator[CaseResult]:
+    """Compute cases in this process (1 worker) or a process pool, yielding results as they end.
+
+    At most ``2 * workers`` cases are in flight so memory stays flat however many cases there are.
+    """
+    if spec.workers == 1:
+        candidate = prepare_candidate(spec)
+        for case in cases:
+            yield compute_case(spec, candidate, case)
+        return
+    with ProcessPoolExecutor(spec.workers, initializer=_init_worker, initargs=(spec,)) as pool:
+        in_flight: set[Future] = set()
+        for case in cases:
+            in_flight.add(pool.submit(_compute_in_worker, case))
+            if len(in_flight) >= 2 * spec.workers:
+                finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                yield from (f.result() for f in finished)
+        while in_flight:
+            finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+            yield from (f.result() for f in finished)
+
+
+def compute_case(spec: SweepSpec, candidate: Any, case: CaseInput) -> CaseResult:
+    """Replay one case (unless its replay is already stored), compare, judge and classify."""
+    from recstore.compare.ignore import parse_ignore, strip_record
+    from recstore.records import compare_records
+
+    started = time.perf_counter()
+    if case.replay is not None:
+        replayed = CaseReplay(case.replay, {"status": "recovered"}, None)
+    else:
+        replayed = candidate.replay(case.source)
+    comparison = None
+    if replayed.record is not None:
+        ignore = parse_ignore(spec.compare.ignore, preset=spec.compare.preset)
+        excluded = set(spec.compare.exclude_sections or ()) | set(ignore.sections)
+        comparison = compare_records(
+            strip_record(case.source, ignore),
+            strip_record(replayed.record, ignore),
+            include_sections=spec.compare.include_sections,
+            exclude_sections=sorted(excluded),
+        )
+    signals, drift = case_signals(spec, case.source, replayed.record, comparison, replayed.error,
+                                  replayed.report.get("calls") or [])
+    verdict, error = None, replayed.error
+    if spec.judge is not None and replayed.record is not None:
+        try:
+            verdict = run_judge(spec.judge, judge_input(spec, case.source, replayed.record,
+                                                        comparison, candidate.descriptor))
+        except JudgeError as exc:
+            signals.append("judge_error")
+            error = f"{error}; {exc}" if error else str(exc)
+    return CaseResult(
+        case_index=case.case_index,
+        source_run_key=case.source_run_key,
+        outcome=classify(spec, signals, verdict),
+        signals=signals,
+        drift=drift,
+        replay_record=None if case.replay is not None else replayed.record,
+        replay_report=replayed.report,
+        comparison=comparison,
+        judge=verdict,
+        error=error,
+        duration_ms=(time.perf_counter() - started) * 1000,
+        source_status=case.source.get("status"),
+        candidate_status=replayed.record.get("status") if replayed.record else None,
+        already_stored=case.replay is not None,
+    )
+
+
+# --- recording ---------------------------------------------------------------------------------
+
+#: A group of finished cases is committed when it has this many cases ...
+FLUSH_CASES = 64
+#: ... or when its oldest case finished this many seconds ago.
+FLUSH_SECONDS = 1.0
+
+
+class _CaseWriter:
+    """The single writer of a sweep run: buffers finished cases and commits them in groups."""
+
+    def __init__(self, store: Any, spec: SweepSpec, run_id: int):
+        self.store = store
+        self.spec = spec
+        self.run_id = run_id
+        self.pending: list[CaseResult] = []
+        self.oldest = 0.0
+
+    def add(self, case: CaseResult) -> None:
+        if not self.pending:
+            self.oldest = time.monotonic()
+        self.pending.append(case)
+        if len(self.pending) >= FLUSH_CASES or time.monotonic() - self.oldest >= FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit the replays, then the case results (see the module docstring for why)."""
+        if not self.pending:
+            return
+        replay_keys = self._store_replays([c for c in self.pending if c.replay_record is not None])
+        if any(c.already_stored for c in self.pending):
+            replay_keys |= _stored_replays(self.store, self.run_id)
+        rows = [self._row(case, replay_keys.get(case.case_index)) for case in self.pending]
+        with self.store.writer() as con:
+            con.execute("BEGIN TRANSACTION")
+            con.executemany(
+                "INSERT INTO sweep_case_results VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            con.execute("COMMIT")
+        self.pending = []
+
+    def _store_replays(self, cases: list[CaseResult]) -> dict[int, str]:
+        if not cases:
+            return {}
+        lineage = [
+            {
+                "relation": "sweep_case",
+                "parent_run_key": case.source_run_key,
+                "child": case.replay_record["runId"],
+                "detail": {"sweep": self.spec.name, "sweep_run_id": self.run_id,
+                           "case_index": case.case_index},
+            }
+            for case in cases
+        ]
+        self.store.ingest_records(
+            [case.replay_record for case in cases],
+            source_uri=f"sweep:{self.spec.name}/{self.run_id}",
+            tags={"sweep": self.spec.name, "sweep_run": str(self.run_id)},
+            lineage=lineage,
+        )
+        return _stored_replays(self.store, self.run_id)
+
+    def _row(self, case: CaseResult, replay_key: str | None) -> list:
+        report = case.replay_report
+        return [
+            self.run_id, case.case_index, case.source_run_key, replay_key, case.outcome,
+            report.get("status"), case.source_status, case.candidate_status,
+            canonical_json(case.signals), canonical_json(case.drift), case.error,
+            _json_or_none(case.comparison), _json_or_none(case.judge),
+            _json_or_none(report.get("calls")), case.duration_ms, _utc_naive(datetime.now(UTC)),
+        ]
+
+
+def _end_run(store: Any, run_id: int, status: str, reason: str | None) -> None:
+    with store.writer() as con:
+        _insert_end(con, run_id, status, reason)
+
+
+def _insert_end(con: Any, run_id: int, status: str, reason: str | None) -> None:
+    con.execute("INSERT INTO sweep_run_ends VALUES (?, ?, ?, ?)",
+                [run_id, _utc_naive(datetime.now(UTC)), status, reason])
+
+
+def _outcome_counts(store: Any, run_id: int) -> dict[str, int]:
+    with store.reader() as con:
+        rows = con.execute(
+            "SELECT outcome, count(*) FROM sweep_case_results WHERE sweep_run_id = ? GROUP BY 1",
+            [run_id],
+        ).fetchall()
+    return {"pass": 0, "warn": 0, "fail": 0} | dict(rows)
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else canonical_json(value)
+
+
+def _utc_naive(moment: datetime | None) -> datetime | None:
+    """DuckDB TIMESTAMP columns hold naive UTC."""
+    return None if moment is None else moment.astimezone(UTC).replace(tzinfo=None)
+
+
+def resolve_run_id(store: Any, ref: str) -> int:
+    """A sweep run id from ``RUN``: a number, or a sweep name meaning its latest run."""
+    with store.reader() as con:
+        if ref.isdigit():
+            row = con.execute("SELECT sweep_run_id FROM sweep_run_starts WHERE sweep_run_id = ?",
+                              [int(ref)]).fetchone()
+        else:
+            row = con.execute("SELECT max(sweep_run_id) FROM sweep_run_starts WHERE sweep_name = ?",
+                              [ref]).fetchone()
+    if not row or row[0] is None:
+        raise NotFoundError(f"no sweep run {ref!r} in the store (see `recstore sweep status`)")
+    return int(row[0])
+
+
+__all__ = ["CaseInput", "CaseResult", "SweepRun", "compute_case", "resolve_run_id", "run_sweep",
+           "select_cases"]
