@@ -1,0 +1,444 @@
+"""agentuse session trees in the store: file events, incremental re-scans, projections.
+
+agentuse rewrites its files while a run is alive (docs/agentuse-sessions.md §1.8), so a session
+tree is stored as a stream of **file events**: one ``agentuse_file`` event per file version
+(payload ``{path, kind, sha256, size, text}``, the text exactly as read). A re-scan appends only
+files whose SHA-256 changed, as a new revision of the stream; nothing is rewritten. The run is
+the fold of the latest version of every path over *all* revisions
+(:func:`recstore.formats.agentuse.assemble_run`), projected through the same
+:func:`~recstore.store.projection.project_record` as aioc records (via
+:func:`~recstore.formats.agentuse.to_run_record`) plus the agentuse columns of
+``schema/030_agentuse.sql``.
+
+Bad inputs (§4.2) become ``rejects`` rows naming the file and the reason, appended only when the
+file is new or changed; problems whose content was still used are also run ``findings``.
+
+Hooks the store calls: :func:`ingest_tree` (from ``BatchWriter`` while it holds the write lock),
+:func:`project_stream` (rebuild/verify) and :func:`stored_record` (``get_record``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from recstore.canonical import canonical_json
+from recstore.formats.agentuse import (
+    AgentuseRun,
+    Problem,
+    SessionTree,
+    TreeFile,
+    assemble_run,
+    iso_ms,
+    scan_tree,
+    to_run_record,
+)
+from recstore.formats.events import Event, record_to_events
+from recstore.formats.jsontext import dumps_json, loads_json
+from recstore.store.projection import RunContext, project_record
+
+__all__ = [
+    "FILE_EVENT",
+    "AgentuseSource",
+    "ingest_tree",
+    "project_run",
+    "project_stream",
+    "stored_files",
+    "stored_record",
+    "tree_hash",
+]
+
+FILE_EVENT = "agentuse_file"
+FORMAT = "agentuse"
+# resumePayload keys that would let a reader act on a pending gate; never projected.
+_SECRET_KEYS = frozenset({"resumeToken", "approvalUrl", "signature"})
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def file_payload(f: TreeFile) -> str:
+    """The JSON payload of one file event (the text kept byte-exact as a JSON string)."""
+    return dumps_json(
+        {"path": f.rel_path, "kind": f.kind, "sha256": f.sha256, "size": f.size, "text": f.text}
+    )
+
+
+def tree_hash(files: Iterable[TreeFile]) -> str:
+    """SHA-256 over the sorted ``(path, sha256)`` pairs: the stream revision's record_hash."""
+    return hashlib.sha256(
+        canonical_json(sorted([f.rel_path, f.sha256] for f in files)).encode()
+    ).hexdigest()
+
+
+def stored_files(
+    con: duckdb.DuckDBPyConnection, run_key: str, max_revision: int | None = None
+) -> tuple[dict[str, TreeFile], dict[str, int]]:
+    """The latest stored version of every file of a stream, and the seq of its event."""
+    rows = con.execute(
+        "SELECT seq, payload FROM events WHERE stream_key = ? AND type = ? "
+        "AND (? IS NULL OR revision <= ?) ORDER BY seq",
+        [run_key, FILE_EVENT, max_revision, max_revision],
+    ).fetchall()
+    files: dict[str, TreeFile] = {}
+    seqs: dict[str, int] = {}
+    for seq, payload in rows:
+        p = loads_json(payload)
+        files[p["path"]] = TreeFile(p["path"], p["kind"], p["sha256"], p["size"], p["text"])
+        seqs[p["path"]] = seq
+    return files, seqs
+
+
+def stored_record(
+    con: duckdb.DuckDBPyConnection, run_key: str, revision: int | None = None
+) -> dict:
+    """The aioc-shaped record of a stored agentuse run (for replay, compare and export)."""
+    files, _ = stored_files(con, run_key, revision)
+    return to_run_record(assemble_run(list(files.values())))[0]
+
+
+def project_stream(con: duckdb.DuckDBPyConnection, ctx: RunContext) -> dict[str, list[dict]]:
+    """Projection rows of an agentuse stream from its events alone (rebuild and verify)."""
+    files, seqs = stored_files(con, ctx.run_key, ctx.revision)
+    return project_run(assemble_run(list(files.values())), ctx, seqs)
+
+
+# ----------------------------------------------------------------------------------------------
+# Projection
+
+
+def project_run(
+    run: AgentuseRun, ctx: RunContext, seq_of_path: dict[str, int]
+) -> dict[str, list[dict]]:
+    """All projection rows of one agentuse run; item and gate rows point at their file's event."""
+    record, origins = to_run_record(run)
+    rows = project_record(record, ctx, record_to_events(record))
+    session_seq = seq_of_path.get(f"{run.root.dir_name}/session.json", ctx.first_seq)
+    for row in rows["items"]:
+        origin = origins[row["item_index"]]
+        row["event_seq"] = seq_of_path.get(origin.rel_path or "", session_seq)
+    _patch_run_row(rows["runs"][0], run)
+    _patch_tool_calls(rows["tool_calls"], run, origins)
+    rows["visits"] = _visit_rows(run, ctx, origins)
+    rows["suspended_proposals"] = _gate_rows(run, ctx, seq_of_path, session_seq)
+    findings = rows["findings"]
+    findings.extend(
+        {
+            "run_key": ctx.run_key,
+            "finding_index": len(findings) + i,
+            "code": f"agentuse.{p.code}",
+            "message": p.reason,
+            "path": p.rel_path,
+        }
+        for i, p in enumerate(p for p in run.problems if p.kept)
+    )
+    rows["runs"][0]["finding_count"] = len(findings)
+    return rows
+
+
+def _patch_run_row(row: dict, run: AgentuseRun) -> None:
+    root = run.root
+    tokens = run.tree_tokens()
+    lineage = {e.kind: e.source_session_id for e in run.lineage}
+    row.update(
+        visit_count=len(run.visits),
+        final_agent=run.visits[-1].agent_id,
+        approval_count=len(run.gates),
+        trigger=root.trigger,
+        mock=root.mock,
+        error_code=root.error_code,
+        tokens_input=tokens.get("input"),
+        tokens_output=tokens.get("output"),
+        tokens_reasoning=tokens.get("reasoning"),
+        tokens_cache_read=tokens.get("cache_read"),
+        tokens_cache_write=tokens.get("cache_write"),
+        replay_of_run_id=lineage.get("strict_replay"),
+        result_of_run_id=lineage.get("result_test"),
+    )
+
+
+def _patch_tool_calls(rows: list[dict], run: AgentuseRun, origins: list) -> None:
+    """Per call: its visit and agent (by item origin), status, error and timing from the part."""
+    by_path = {c.rel_path: c for c in run.tool_calls}
+    for row in rows:
+        index = row["item_index"]
+        if index is None:
+            continue
+        origin = origins[index]
+        call = by_path.get(origin.rel_path or "")
+        row["visit_index"] = origin.visit_index
+        row["agent"] = run.visits[origin.visit_index].agent_id
+        if call is None:
+            continue
+        row.update(
+            part_id=call.part_id,
+            status=call.status,
+            error=call.error,
+            started_text=iso_ms(call.t_start),
+            ended_text=iso_ms(call.t_end),
+            duration_ms=(call.t_end - call.t_start)
+            if call.t_start is not None and call.t_end is not None
+            else None,
+            arguments_normalised=dumps_json(call.input_norm)
+            if call.input_norm is not None
+            else None,
+            artifact_path=call.artifact_path,
+            child_session_id=call.child_session_id,
+            child_link=call.child_link,
+            child_link_confidence=call.child_link_confidence,
+        )
+
+
+def _visit_rows(run: AgentuseRun, ctx: RunContext, origins: list) -> list[dict]:
+    index_of = {v.session_id: i for i, v in enumerate(run.visits)}
+    spans: dict[int, list[int]] = {}
+    for k, origin in enumerate(origins):
+        spans.setdefault(origin.visit_index, []).append(k)
+    rows = []
+    for i, v in enumerate(run.visits):
+        span = spans.get(i, [])
+        rows.append(
+            {
+                "run_key": ctx.run_key,
+                "visit_index": i,
+                "agent": v.agent_id,
+                "entered_after_turn": None,
+                "via_call_id": v.via_call_id,
+                "transition": "initial" if i == 0 else "subagent",
+                "request_count": 0,
+                "first_turn": None,
+                "last_turn": None,
+                "item_start": span[0] if span else None,
+                "item_end": span[-1] + 1 if span else None,
+                "session_id": v.session_id,
+                "parent_visit_index": index_of.get(v.parent_session_id or ""),
+                "parent_link": v.parent_link,
+                "link_confidence": v.link_confidence,
+                "depth": v.depth,
+                "status": v.status,
+                "model": v.model,
+                "tokens_input": v.tokens.get("input"),
+                "tokens_output": v.tokens.get("output"),
+            }
+        )
+    return rows
+
+
+def _gate_rows(
+    run: AgentuseRun, ctx: RunContext, seq_of_path: dict[str, int], default_seq: int
+) -> list[dict]:
+    """``await_human`` gates as suspended proposals (kind ``approval_gate``); the decision is the
+    reason, the reviewer's comment the public reason. Resume tokens are left out."""
+    agents = {v.session_id: v.agent_id for v in run.visits}
+    paths = {c.part_id: c.rel_path for c in run.tool_calls}
+    rows = []
+    for i, g in enumerate(run.gates):
+        payload = {k: v for k, v in (g.resume_payload or {}).items() if k not in _SECRET_KEYS}
+        rows.append(
+            {
+                "run_key": ctx.run_key,
+                "proposal_index": i,
+                "turn": g.turn,
+                "call_id": g.call_id,
+                "kind": "approval_gate",
+                "agent": agents.get(g.session_id),
+                "tool_name": "await_human",
+                "reason": g.decision or g.status,
+                "public_reason": g.comment,
+                "args_canonical": canonical_json(g.input) if g.input is not None else None,
+                "timestamp_text": iso_ms(g.suspended_at or g.t_start),
+                "metadata": dumps_json(
+                    {"status": g.status, "reviewer": g.reviewer, "resumePayload": payload}
+                ),
+                "payload": dumps_json(g.input),
+                "event_seq": seq_of_path.get(paths.get(g.part_id, ""), default_seq),
+            }
+        )
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------
+# Ingest
+
+
+class AgentuseSource:
+    """An agentuse tree given to ``recstore ingest`` (a data root, project, container or session)."""
+
+    format = FORMAT
+    compression = None
+    sha256 = None
+    size_bytes = None
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.uri = str(self.path.resolve())
+
+
+def ingest_tree(writer: Any, source: AgentuseSource) -> None:
+    """Scan one tree and append, through ``writer`` (a ``BatchWriter``), the files of each
+    session that are new or changed, the rejects of new or changed bad files, and projections."""
+    counts = {"records": 0, "accepted": 0, "revised": 0, "duplicate": 0, "rejected": 0}
+    source_id = writer._next_source
+    writer._next_source += 1
+    writer.summary.sources += 1
+    scan = scan_tree(source.path)
+    known_rejects = _known_rejects(writer.con)
+    for problem in scan.problems:
+        _reject(writer, source, source_id, problem, None, known_rejects, counts)
+    for tree in scan.trees:
+        counts["records"] += 1
+        outcome = _store_tree(writer, source, source_id, tree, known_rejects, counts)
+        counts[outcome] += 1
+        writer._batch_counts[outcome] += 1
+        if writer._stored_in_batch >= writer.batch_size:
+            writer.flush()
+    usable = counts["accepted"] + counts["revised"] + counts["duplicate"]
+    status = "ok" if not counts["rejected"] else ("partial" if usable else "rejected")
+    writer._sources.append(
+        {
+            "source_id": source_id,
+            "uri": source.uri,
+            "sha256": None,
+            "size_bytes": None,
+            "format": FORMAT,
+            "compression": None,
+            "status": status,
+            "record_count": counts["records"],
+            "accepted": counts["accepted"],
+            "revised": counts["revised"],
+            "duplicate": counts["duplicate"],
+            "rejected": counts["rejected"],
+            "ingested_at": _now(),
+        }
+    )
+
+
+def _known_rejects(con: duckdb.DuckDBPyConnection) -> set[tuple[str, str]]:
+    return set(con.execute("SELECT source_uri, reason FROM rejects").fetchall())
+
+
+def _reject(
+    writer: Any,
+    source: AgentuseSource,
+    source_id: int,
+    problem: Problem,
+    file: TreeFile | None,
+    known: set,
+    counts: dict,
+) -> None:
+    uri = problem.source_path or f"{source.uri}#{problem.rel_path}"
+    reason = f"agentuse {problem.code}: {problem.reason}"
+    if (uri, reason) in known:
+        return  # the same bad file was reported by an earlier scan
+    known.add((uri, reason))
+    text = file.text if file is not None else _read_text(problem.source_path)
+    writer._rejects.append(
+        {
+            "reject_id": writer._next_reject,
+            "source_id": source_id,
+            "source_uri": uri,
+            "line": None,
+            "reason": reason,
+            "path": problem.rel_path,
+            "raw_text": text,
+            "raw_bytes": None,
+            "rejected_at": _now(),
+        }
+    )
+    writer._next_reject += 1
+    writer.summary.rejected += 1
+    writer.summary.rejects.append(
+        {"source": uri, "line": None, "path": problem.rel_path, "reason": reason, "where": uri}
+    )
+    counts["rejected"] += 1
+    writer._batch_counts["rejected"] += 1
+
+
+def _read_text(path: str) -> str | None:
+    p = Path(path) if path else None
+    if p is None or not p.is_file():
+        return None
+    return p.read_bytes().decode("utf-8", "replace")
+
+
+def _store_tree(
+    writer: Any,
+    source: AgentuseSource,
+    source_id: int,
+    tree: SessionTree,
+    known_rejects: set,
+    counts: dict,
+) -> str:
+    key = f"{FORMAT}:{tree.session_id}"
+    current = writer._current.get(key)
+    if current is not None:
+        stored, seqs = stored_files(writer.con, key)
+    else:
+        stored, seqs = {}, {}
+    changed = [
+        f for f in tree.files if f.rel_path not in stored or stored[f.rel_path].sha256 != f.sha256
+    ]
+    if not changed:
+        writer.summary.duplicate += 1
+        return "duplicate"
+    merged = {**stored, **{f.rel_path: f for f in tree.files}}
+    run = assemble_run(list(merged.values()))
+    revision = 1 if current is None else current[1] + 1
+    first_seq = writer._next_seq
+    writer._append_events(
+        key, revision, [Event(FILE_EVENT, None, None, file_payload(f)) for f in changed], source_id
+    )
+    last_seq = writer._next_seq - 1
+    for offset, f in enumerate(changed):
+        seqs[f.rel_path] = first_seq + offset
+    record_hash = tree_hash(merged.values())
+    writer._current[key] = (record_hash, revision, last_seq)
+    writer._streams.append(
+        {
+            "stream_key": key,
+            "revision": revision,
+            "run_id": tree.session_id,
+            "format": FORMAT,
+            "record_hash": record_hash,
+            "first_seq": first_seq,
+            "last_seq": last_seq,
+            "event_count": len(changed),
+            "source_id": source_id,
+            "source_uri": source.uri,
+            "line": None,
+            "ingested_at": _now(),
+        }
+    )
+    ctx = RunContext(
+        key,
+        tree.session_id,
+        FORMAT,
+        revision,
+        record_hash,
+        writer.tags_json,
+        source_id,
+        source.uri,
+        None,
+        writer._next_batch,
+        first_seq,
+        last_seq,
+    )
+    if current is not None and key not in writer._projections:
+        writer._replaced_in_db.add(key)
+    writer._projections[key] = project_run(run, ctx, seqs)
+    for problem in run.problems:
+        file = merged.get(problem.rel_path) or merged.get(problem.rel_path.rsplit(":", 1)[0])
+        _reject(writer, source, source_id, problem, file, known_rejects, counts)
+    writer._stored_in_batch += 1
+    writer.summary.run_keys.append(key)
+    if revision == 1:
+        writer.summary.accepted += 1
+        return "accepted"
+    writer.summary.revised += 1
+    return "revised"
