@@ -75,6 +75,7 @@ CREATE TABLE IF NOT EXISTS streams (
     last_seq    BIGINT NOT NULL,
     event_count INTEGER NOT NULL,
     source_id   BIGINT NOT NULL,
+    source_uri  VARCHAR,
     line        INTEGER,
     batch_id    BIGINT NOT NULL,
     ingested_at TIMESTAMP NOT NULL
@@ -106,7 +107,8 @@ CREATE TABLE IF NOT EXISTS events (
                                         -- guardrail_decision | suspended_proposal | run_finished
     idx        INTEGER,                 -- position in its record array (items[idx], ...)
     turn       INTEGER,                 -- the record's turn, where the payload has one
-    payload    JSON NOT NULL,           -- JSON text, key order as read
+    payload    VARCHAR NOT NULL,        -- JSON text, key order and numbers as read (VARCHAR:
+                                        -- exact even where DuckDB's JSON type is not)
     source_id  BIGINT NOT NULL,
     batch_id   BIGINT NOT NULL,
     prev_hash  VARCHAR,                 -- NULL for the first event of a stream

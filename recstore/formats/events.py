@@ -1,0 +1,110 @@
+"""Decompose an aioc RunRecord into typed events, and reassemble it.
+
+A record becomes ``run_started`` (its opening fields plus the original top-level key order),
+one event per element of each record array (``item_appended``, ``prompt_snapshot``,
+``request_fingerprint``, ``policy_decision``, ``guardrail_decision``, ``suspended_proposal``)
+and ``run_finished`` (outcome fields). Top-level fields recstore does not know are kept in
+``run_started``. :func:`events_to_record` rebuilds a record canonical-equal to the input with the
+original key order, including empty arrays and keys whose values are not arrays.
+
+Example:
+    >>> events = record_to_events({"runId": "r", "items": [{"type": "message"}], "status": "ok"})
+    >>> [e.type for e in events]
+    ['run_started', 'item_appended', 'run_finished']
+    >>> events_to_record(events)
+    {'runId': 'r', 'items': [{'type': 'message'}], 'status': 'ok'}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from recstore.formats.jsontext import dumps_json, loads_json
+
+__all__ = ["ARRAY_EVENT_TYPES", "Event", "events_to_record", "record_to_events"]
+
+# record array key -> event type of its elements, in the order aioc writes the arrays
+ARRAY_EVENT_TYPES: dict[str, str] = {
+    "items": "item_appended",
+    "promptSnapshots": "prompt_snapshot",
+    "requestFingerprints": "request_fingerprint",
+    "policyDecisions": "policy_decision",
+    "guardrailDecisions": "guardrail_decision",
+    "suspendedProposals": "suspended_proposal",
+}
+_ARRAY_KEY_OF = {etype: key for key, etype in ARRAY_EVENT_TYPES.items()}
+
+# Fields only known when the run ends (aioc takes them at emission); all others open the run.
+_FINISH_FIELDS = frozenset(
+    {
+        "completedAt",
+        "status",
+        "response",
+        "errorName",
+        "errorMessage",
+        "contextSnapshot",
+        "contextRedacted",
+        "executionRecordingStatus",
+    }
+)
+
+
+class Event(NamedTuple):
+    """One event of a stream: ``idx`` is the element's position in its record array."""
+
+    type: str
+    idx: int | None
+    turn: int | None
+    payload_text: str
+
+
+def _turn_of(element: Any) -> int | None:
+    if isinstance(element, dict):
+        turn = element.get("turn")
+        if isinstance(turn, int) and not isinstance(turn, bool) and -(2**31) <= turn < 2**31:
+            return turn
+    return None
+
+
+def record_to_events(record: dict[str, Any]) -> list[Event]:
+    """The events of one record, in stream order (run_started first, run_finished last)."""
+    start: dict[str, Any] = {}
+    finish: dict[str, Any] = {}
+    array_events: list[Event] = []
+    for key, value in record.items():
+        etype = ARRAY_EVENT_TYPES.get(key)
+        if etype is not None and isinstance(value, list):
+            array_events.extend(
+                Event(etype, i, _turn_of(el), dumps_json(el)) for i, el in enumerate(value)
+            )
+        elif key in _FINISH_FIELDS:
+            finish[key] = value
+        else:
+            start[key] = value
+    started = Event("run_started", None, None, dumps_json({"keyOrder": list(record), "fields": start}))
+    finished = Event("run_finished", None, None, dumps_json({"fields": finish}))
+    return [started, *array_events, finished]
+
+
+def events_to_record(events: Iterable[Event | tuple[str, str]]) -> dict[str, Any]:
+    """Reassemble a record from its events (or ``(type, payload_text)`` rows) in stream order."""
+    key_order: list[str] = []
+    fields: dict[str, Any] = {}
+    arrays: dict[str, list[Any]] = {}
+    for event in events:
+        etype, payload_text = (
+            (event.type, event.payload_text) if isinstance(event, Event) else event
+        )
+        payload = loads_json(payload_text)
+        if etype == "run_started":
+            key_order = payload["keyOrder"]
+            fields.update(payload["fields"])
+        elif etype == "run_finished":
+            fields.update(payload["fields"])
+        else:
+            arrays.setdefault(_ARRAY_KEY_OF[etype], []).append(payload)
+    record: dict[str, Any] = {}
+    for key in key_order:
+        record[key] = fields[key] if key in fields else arrays.get(key, [])
+    return record

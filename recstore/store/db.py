@@ -1,0 +1,167 @@
+"""Opening the store file: owner-only permissions, the writer lock, and schema versions.
+
+DuckDB lets one process open a file read-write, or many open it read-only, never both
+(tech-notes §2.2). A second opener gets ``IOException: Could not set lock on file ...
+Conflicting lock is held in <exe> (PID n)``; :func:`connect` retries with backoff until the
+lock timeout and then raises :class:`StoreLockedError` naming that PID.
+
+Schema files ``schema/NNN_name.sql`` (from every layer) are applied in number order; the ones
+applied are listed in ``schema_migrations`` and the highest number is ``meta.schema_version``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from recstore.errors import RecstoreError, StoreLockedError
+from recstore.resources import resource_dir
+
+__all__ = [
+    "check_version",
+    "connect",
+    "connect_attached",
+    "ensure_schema",
+    "owner_only_files",
+    "pending_schema_files",
+    "schema_files",
+    "stored_version",
+]
+
+_SCHEMA_FILE = re.compile(r"(\d{3})_[\w-]+\.sql\Z")
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+
+
+def schema_files() -> list[tuple[int, str, Path]]:
+    """``[(version, file name, path)]`` of the shipped DDL, in apply order."""
+    found = []
+    for path in resource_dir("schema").iterdir():
+        match = _SCHEMA_FILE.match(path.name)
+        if match:
+            found.append((int(match.group(1)), path.name, path))
+    return sorted(found)
+
+
+@contextmanager
+def owner_only_files() -> Iterator[None]:
+    """Create files (the store and its .wal) readable by the owner only while inside.
+
+    The umask is process-wide; it is narrowed only for the duration of a writer session."""
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def _is_lock_error(exc: duckdb.Error) -> bool:
+    text = str(exc)
+    return "Could not set lock" in text or "Conflicting lock" in text
+
+
+def connect(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:
+    """Open ``path``, waiting up to ``lock_timeout`` seconds for another process's lock."""
+    deadline = time.monotonic() + max(lock_timeout, 0.0)
+    delay = 0.02
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if not _is_lock_error(exc) or time.monotonic() + delay > deadline:
+                raise _open_error(path, exc, lock_timeout) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+def _open_error(path: Path, exc: duckdb.Error, lock_timeout: float) -> RecstoreError:
+    if not _is_lock_error(exc):
+        return RecstoreError(f"{path}: cannot open the store: {exc}")
+    holder = _LOCK_HOLDER.search(str(exc))
+    who = f"process {holder.group(2)} ({holder.group(1)})" if holder else "another process"
+    return StoreLockedError(
+        f"{path}: the store is locked by {who}; waited {lock_timeout:g}s "
+        "(retry later or raise --lock-timeout)"
+    )
+
+
+def connect_attached(
+    path: Path, alias: str, *, lock_timeout: float
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory database (writable, catalog ``memory``) with the store attached read-only
+    as ``alias`` and selected with USE, so unqualified names read the store."""
+    con = duckdb.connect()
+    deadline = time.monotonic() + max(lock_timeout, 0.0)
+    delay = 0.02
+    while True:
+        try:
+            con.execute(f"ATTACH ? AS {alias} (READ_ONLY)", [str(path)])
+            con.execute(f"USE {alias}")
+            return con
+        except duckdb.IOException as exc:
+            if not _is_lock_error(exc) or time.monotonic() + delay > deadline:
+                con.close()
+                raise _open_error(path, exc, lock_timeout) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+def stored_version(con: duckdb.DuckDBPyConnection) -> int:
+    """Schema version recorded in the store, 0 for an empty (new) file."""
+    has_meta = con.execute(
+        "SELECT count(*) FROM information_schema.tables "
+        "WHERE table_name = 'meta' AND table_schema = 'main' "
+        "AND table_catalog = current_database()"
+    ).fetchone()[0]
+    if not has_meta:
+        return 0
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def check_version(path: Path, version: int) -> None:
+    """Refuse a store written by a newer recstore."""
+    known = schema_files()[-1][0]
+    if version > known:
+        raise RecstoreError(
+            f"{path}: store schema version {version} is newer than this recstore supports "
+            f"({known}); upgrade recstore to open it"
+        )
+
+
+def pending_schema_files(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str, Path]]:
+    """Shipped schema files this store has not applied yet."""
+    if stored_version(con) == 0:
+        return schema_files()
+    applied = {name for (name,) in con.execute("SELECT name FROM schema_migrations").fetchall()}
+    return [entry for entry in schema_files() if entry[1] not in applied]
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Create a new store's tables, or upgrade an older store by applying the missing files."""
+    check_version(path, stored_version(con))
+    missing = pending_schema_files(con)
+    if not missing:
+        return
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for version, name, file in missing:
+            con.execute(file.read_text(encoding="utf-8"))
+            con.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                [version, name, datetime.now(UTC).replace(tzinfo=None)],
+            )
+        top = con.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+        con.execute(
+            "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(top)]
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
