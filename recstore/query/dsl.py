@@ -233,7 +233,8 @@ class _Parser:
             desc = bool(self.accept("keyword", "desc"))
             if not desc:
                 self.accept("keyword", "asc")
-            out.append(exp.Ordered(this=expr, desc=desc, nulls_first=False))
+            # nulls last both ways, as DuckDB does by default; other dialects get it spelled out
+            out.append(exp.Ordered(this=expr, desc=desc or None, nulls_first=False))
             if not self.accept("punct", ","):
                 return out
 

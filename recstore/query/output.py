@@ -26,7 +26,7 @@ from recstore.errors import InputError
 FORMATS: tuple[str, ...] = ("table", "json", "ndjson", "csv", "parquet")
 BATCH_ROWS = 10_000
 _TABLE_SAMPLE_ROWS = 200
-_MAX_CELL = 40
+_MAX_CELL = 48
 _MIN_CELL = 6
 
 
