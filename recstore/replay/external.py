@@ -1,0 +1,394 @@
+"""External replayers: replay a stored run in another runtime (aioc in Node, agentuse, ...).
+
+recstore writes ONE JSON request to the command's stdin (protocol
+``schema/replayer-protocol.json``: the source record or session, mode, input mode, matching rules
+and the tool tape) and reads the replay from its stdout: a RunRecord JSON object, or an agentuse
+session directory (``{"agentuseSession": PATH}`` or a bare path line), which is folded into a
+record. recstore selects, schedules, stores and compares; the command only runs its agent.
+
+Every way the command can end is kept as a stored replay with a status, never lost:
+
+* exit 0 with a valid replay → the replay record, verdict from comparing it with the source;
+* non-zero exit → a ``failed`` replay record whose error carries the stderr tail;
+* timeout → a ``failed`` replay record, ``timed out after Ns``;
+* garbage on stdout → a ``failed`` replay record naming what was wrong with the output.
+
+Example:
+    >>> request = build_request(source, mode="strict", matching="agentuse")   # doctest: +SKIP
+    >>> outcome = replay_external(source, ["node", "replayer.js"], request)    # doctest: +SKIP
+    >>> outcome.report.status                                                  # doctest: +SKIP
+    'completed'
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from recstore.errors import InputError
+from recstore.formats.agentuse import assemble_run, scan_tree, to_run_record
+from recstore.formats.aioc import validate_run_record
+from recstore.records import compare_records
+from recstore.replay.agentuse_match import (
+    STRIP_INTENT,
+    RecordingSet,
+    match_key,
+    recordings_from_record,
+)
+from recstore.replay.replay import (
+    FIDELITY_SECTIONS,
+    ReplayReport,
+    ReplayStats,
+    _report_status,
+    replay_input,
+)
+from recstore.replay.tape import build_tape
+from recstore.runtime import ABSENT
+
+__all__ = [
+    "PROTOCOL",
+    "ExternalOutcome",
+    "build_request",
+    "parse_replayer_output",
+    "replay_external",
+    "split_command",
+]
+
+PROTOCOL = "recstore-replayer/1"
+STDERR_TAIL_CHARS = 2000
+MATCHINGS = ("aioc", "agentuse")
+
+
+@dataclass
+class ExternalOutcome:
+    """A finished external replay: the record to store (always one) and its report."""
+
+    record: dict
+    report: ReplayReport
+    exit_code: int | None
+    stderr_tail: str
+    seconds: float
+    provider: str
+
+
+def split_command(command: str | Sequence[str]) -> list[str]:
+    """``'CMD ARG …'`` (shell-style quoting, no shell) or an argv list → argv.
+
+    Raises:
+        InputError: the command is empty.
+    """
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    if not argv:
+        raise InputError("the replayer command is empty", source="--command")
+    return argv
+
+
+# ----------------------------------------------------------------------------------------------
+# Request
+
+
+def _aioc_tape(source: dict) -> list[dict]:
+    tape = build_tape(source)
+    entries = sorted(
+        (e for q in tape.queues.values() for e in q), key=lambda e: e.output_item_index
+    )
+    out = []
+    for e in entries:
+        entry = {
+            "tool": e.name,
+            "key": e.key,
+            "argsCanonicalJson": e.args_canonical_json,
+            "status": "completed",
+            "source": e.provenance(),
+        }
+        if e.value is not ABSENT:
+            entry["output"] = e.value
+        out.append(entry)
+    return out
+
+
+def _agentuse_tape(recordings: RecordingSet, strip: frozenset[str]) -> list[dict]:
+    out = []
+    for rec in recordings.recordings:
+        entry: dict[str, Any] = {
+            "tool": rec.tool,
+            "key": match_key(rec.tool, rec.input, recordings.cwd, strip),
+            "arguments": rec.input,
+            "status": rec.status,
+            "source": {"sourceRunId": recordings.source_id, "partId": rec.part_id},
+        }
+        if rec.status == "error":
+            entry["error"] = rec.error
+        else:
+            entry["output"] = rec.output
+        out.append(entry)
+    return out
+
+
+def _matching_rules(matching: str, recordings: RecordingSet | None, strip: frozenset[str]) -> dict:
+    if matching == "aioc":
+        return {
+            "name": "aioc",
+            "key": "tool name + U+001F + sha256(canonical JSON of the validated arguments)",
+            "queues": "FIFO per key, shared by all agents",
+            "envelopes": "ok envelopes serve their data; denied and approval_required are not replayable",
+            "onMissing": "strict: stop with REPLAY_INPUT_MISSING; hybrid: run the live tool",
+        }
+    return {
+        "name": "agentuse",
+        "key": "canonical JSON of [tool, arguments], object keys sorted at every depth",
+        "ignoreTopLevelKeys": sorted(strip),
+        "resolvePath": {
+            "tool": "tools__filesystem_read",
+            "field": "file_path",
+            "sourceRoot": recordings.cwd if recordings else None,
+        },
+        "queues": "FIFO per key",
+        "recordedErrors": "raised as tool errors with the recorded message",
+        "recordedUntil": "the first await_human call or follow-up user prompt of the source",
+        "storeList": "served from a wider recorded page when the window and fields fit (agentuse §3.5)",
+        "storeCreate": "isolated in-memory store, ids prefixed replay-",
+        "onMissing": "stop with REPLAY_INPUT_MISSING; no live call, no fabrication",
+    }
+
+
+def build_request(
+    source: dict,
+    *,
+    run_key: str | None = None,
+    source_uri: str | None = None,
+    mode: str = "strict",
+    input_mode: str = "recorded",
+    matching: str = "aioc",
+    strip_keys: frozenset[str] = STRIP_INTENT,
+    timeout: float = 300.0,
+    recordings: RecordingSet | None = None,
+) -> dict:
+    """The JSON request an external replayer reads on stdin (``schema/replayer-protocol.json``).
+
+    ``recordings`` overrides the agentuse-rule recordings derived from ``source`` (pass
+    :func:`~recstore.replay.agentuse_match.recordings_from_session` for agentuse runs).
+
+    Raises:
+        InputError: unknown matching; ReplaySourceError: a source agentuse rules refuse.
+    """
+    if matching not in MATCHINGS:
+        raise InputError(f"unknown matching {matching!r} (use aioc or agentuse)", source="--match")
+    replay_in, input_source = replay_input(source, input_mode)
+    if matching == "agentuse":
+        recordings = recordings or recordings_from_record(source)
+        tape = _agentuse_tape(recordings, strip_keys)
+    else:
+        tape = _aioc_tape(source)
+    fmt = run_key.split(":", 1)[0] if run_key else "aioc"
+    return {
+        "protocol": PROTOCOL,
+        "mode": mode,
+        "inputMode": input_mode,
+        "matching": matching,
+        "matchingRules": _matching_rules(matching, recordings, strip_keys),
+        "timeoutSeconds": timeout,
+        "source": {
+            "runKey": run_key or f"aioc:{source.get('runId')}",
+            "format": fmt,
+            "runId": source.get("runId"),
+            "sourceUri": source_uri,
+            "record": source,
+        },
+        "input": {"source": input_source, "value": replay_in},
+        "toolTape": tape,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Running and reading the answer
+
+
+def parse_replayer_output(stdout: str, name: str) -> tuple[dict, str | None]:
+    """(replay record, agentuse session path or None) from the command's stdout.
+
+    Raises:
+        InputError: stdout is neither a RunRecord, ``{"agentuseSession": PATH}`` nor a path to
+            an agentuse session directory.
+    """
+    text = stdout.strip()
+    where = f"replayer {name!r} output"
+    if not text:
+        raise InputError("the replayer printed nothing on stdout", source=where)
+    if not text.startswith(("{", "[")):
+        lines = text.splitlines()
+        if len(lines) == 1 and Path(lines[0]).is_dir():
+            return _session_record(lines[0], where), lines[0]
+        raise InputError(f"not JSON and not a session directory: {_short(text)!r}", source=where)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", source=where
+        ) from None
+    if isinstance(value, dict) and isinstance(value.get("agentuseSession"), str):
+        path = value["agentuseSession"]
+        return _session_record(path, where), path
+    if not isinstance(value, dict):
+        raise InputError(f"expected a RunRecord object, got {type(value).__name__}", source=where)
+    validate_run_record(value, source=where)
+    return value, None
+
+
+def _session_record(path: str, where: str) -> dict:
+    if not Path(path).is_dir():
+        raise InputError(f"agentuse session {path} does not exist", source=where)
+    scan = scan_tree(path)
+    if not scan.trees:
+        raise InputError(f"{path} holds no agentuse session", source=where)
+    return to_run_record(assemble_run(scan.trees[0].files))[0]
+
+
+def _short(text: str, width: int = 120) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _tail(stderr: str) -> str:
+    return stderr[-STDERR_TAIL_CHARS:].strip()
+
+
+def replay_external(
+    source: dict,
+    command: str | Sequence[str],
+    request: dict,
+    *,
+    timeout: float | None = None,
+    cwd: str | None = None,
+) -> ExternalOutcome:
+    """Run the replayer on ``request`` and turn whatever happens into a stored-replay outcome."""
+    argv = split_command(command)
+    limit = timeout if timeout is not None else float(request.get("timeoutSeconds") or 300)
+    started = _iso_now()
+    t0 = time.monotonic()
+    exit_code: int | None = None
+    stderr = ""
+    record: dict | None = None
+    failure: str | None = None
+    try:
+        done = subprocess.run(
+            argv,
+            input=json.dumps(request, ensure_ascii=False),
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            cwd=cwd,
+            check=False,
+        )
+        exit_code, stderr = done.returncode, done.stderr
+        if done.returncode != 0:
+            tail = _tail(stderr) or "no stderr output"
+            failure = f"replayer exited with status {done.returncode}: {tail}"
+        else:
+            record, _session = parse_replayer_output(done.stdout, argv[0])
+    except FileNotFoundError:
+        failure = f"replayer command {argv[0]!r} not found"
+    except subprocess.TimeoutExpired as exc:
+        stderr = (
+            exc.stderr.decode("utf-8", "replace")
+            if isinstance(exc.stderr, bytes)
+            else (exc.stderr or "")
+        )
+        failure = f"replayer timed out after {limit:g}s"
+    except InputError as exc:
+        failure = str(exc)
+    seconds = time.monotonic() - t0
+    provider = f"external:{argv[0]}"
+    if record is None:
+        record = _failed_record(source, request, argv, failure or "unknown failure", started)
+        report = _report(source, record, request, "error", failure)
+    else:
+        record = _with_lineage(record, source, argv)
+        equal = compare_records(source, record, include_sections=FIDELITY_SECTIONS)["equal"]
+        status, reason = _report_status(source, record, equal)
+        report = _report(source, record, request, status, reason)
+    report.error = (
+        {"name": "ExternalReplayerError", "message": failure, "code": None} if failure else None
+    )
+    return ExternalOutcome(record, report, exit_code, _tail(stderr), seconds, provider)
+
+
+def _iso_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _harness(argv: list[str]) -> dict:
+    return {"kind": "external", "command": argv}
+
+
+def _with_lineage(record: dict, source: dict, argv: list[str]) -> dict:
+    """recstore's lineage convention (aioc §6.9): the replay names its source run."""
+    metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+    record = dict(record)
+    record["metadata"] = {
+        "replayOfRunId": source.get("runId"),
+        "harness": _harness(argv),
+        **metadata,
+    }
+    return record
+
+
+def _failed_record(
+    source: dict, request: dict, argv: list[str], message: str, started: str
+) -> dict:
+    """A ``failed`` replay record standing for a replayer that produced no usable replay."""
+    value = request.get("input", {}).get("value")
+    items = (
+        value
+        if isinstance(value, list)
+        else [{"type": "message", "role": "user", "content": value or ""}]
+    )
+    return {
+        "runId": f"replay-{uuid.uuid4()}",
+        "startedAt": started,
+        "completedAt": _iso_now(),
+        "status": "failed",
+        "agentName": source.get("agentName", ""),
+        "question": source.get("question", ""),
+        "response": "",
+        "contextSnapshot": {},
+        "contextRedacted": False,
+        "items": items,
+        "inputItemCount": len(items),
+        "promptSnapshots": [],
+        "requestFingerprints": [],
+        "policyDecisions": [],
+        "errorName": "ExternalReplayerError",
+        "errorMessage": message,
+        "metadata": {"replayOfRunId": source.get("runId"), "harness": _harness(argv)},
+    }
+
+
+def _report(
+    source: dict, record: dict, request: dict, status: str, reason: str | None
+) -> ReplayReport:
+    stats = ReplayStats(
+        recordedToolCalls=len(request.get("toolTape", [])), inputSource=request["input"]["source"]
+    )
+    return ReplayReport(
+        status=status,
+        reason=reason,
+        source_run_id=source.get("runId"),
+        replay_run_id=record.get("runId"),
+        mode=request["mode"],
+        input_mode=request["inputMode"],
+        source_status=source.get("status"),
+        replay_status=record.get("status"),
+        source_response=source.get("response"),
+        replay_response=record.get("response"),
+        stats=stats,
+        calls=[],
+        unconsumed=0,
+    )

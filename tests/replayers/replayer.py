@@ -1,0 +1,49 @@
+"""A small external replayer for tests: reads a recstore-replayer/1 request on stdin and behaves
+as its first argument says.
+
+    ok        replay by serving every recorded call from the tool tape; print the RunRecord
+    session   print {"agentuseSession": argv[2]}
+    exit      write to stderr and exit 3
+    sleep     sleep far past any test timeout
+    garbage   print something that is not a replay
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def replay(request: dict) -> dict:
+    source = request["source"]["record"]
+    tape = request["toolTape"]
+    record = dict(source)
+    record["runId"] = "replay-of-" + str(source["runId"])
+    record["metadata"] = {"replayer": "tests/replayers/replayer.py", "tapeEntries": len(tape)}
+    return record
+
+
+def main() -> int:
+    behaviour = sys.argv[1]
+    request = json.load(sys.stdin)
+    if request.get("protocol") != "recstore-replayer/1":
+        print(f"unknown protocol {request.get('protocol')!r}", file=sys.stderr)
+        return 2
+    if behaviour == "ok":
+        print(json.dumps(replay(request)))
+    elif behaviour == "session":
+        print(json.dumps({"agentuseSession": sys.argv[2]}))
+    elif behaviour == "exit":
+        print("loading agent...", file=sys.stderr)
+        print("Error: model quota exceeded (429)", file=sys.stderr)
+        return 3
+    elif behaviour == "sleep":
+        time.sleep(60)
+    elif behaviour == "garbage":
+        print("Replay finished, see logs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""External replayers over a real subprocess (tests/replayers/replayer.py): success, non-zero
+exit, timeout and garbage on stdout, each stored as a replay with the right status."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from recstore.formats.agentuse import assemble_run, scan_tree, to_run_record
+from recstore.replay.agentuse_match import recordings_from_session
+from recstore.replay.external import (
+    build_request,
+    parse_replayer_output,
+    replay_external,
+    split_command,
+)
+from recstore.replay.lineage import load_source, store_replays
+from recstore.store.store import Store
+
+from .conftest import AGENTUSE_DATA, AIOC_FIXTURES
+
+REPLAYER = Path(__file__).parent / "replayers" / "replayer.py"
+SESSION = (
+    AGENTUSE_DATA
+    / "agentuse"
+    / "project"
+    / "712ea0cee5443fb9"
+    / "session"
+    / "01M8PCRENAD8M1WA7TYT0KGN5Y-agents-reply"
+)
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, str(REPLAYER), *args]
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    s = Store(tmp_path / "r.duckdb")
+    s.ingest([str(AIOC_FIXTURES / "tool-allow.json")])
+    return s
+
+
+def run_and_store(store: Store, argv: list[str], timeout: float = 20.0):
+    source = load_source(store, "tool-allow")
+    request = build_request(
+        source.record, run_key=source.run_key, matching="agentuse", timeout=timeout
+    )
+    outcome = replay_external(source.record, argv, request)
+    (key,) = store_replays(store, [(source, outcome.record, outcome.report, outcome.provider)])
+    with store.reader() as con:
+        run = con.execute(
+            "SELECT status, error_name, error_message, replay_of_run_id FROM runs WHERE run_key = ?",
+            [key],
+        ).fetchone()
+        replay = con.execute(
+            "SELECT report_status, reason, source_run_key FROM replays WHERE replay_run_key = ?",
+            [key],
+        ).fetchone()
+    return outcome, run, replay
+
+
+def test_request_carries_source_modes_rules_and_tape(store):
+    source = load_source(store, "tool-allow")
+    request = build_request(
+        source.record,
+        run_key=source.run_key,
+        mode="hybrid",
+        input_mode="question",
+        matching="agentuse",
+    )
+    assert (request["protocol"], request["mode"], request["inputMode"], request["matching"]) == (
+        "recstore-replayer/1",
+        "hybrid",
+        "question",
+        "agentuse",
+    )
+    assert (
+        request["source"]["record"] == source.record
+        and request["source"]["runKey"] == source.run_key
+    )
+    assert request["input"] == {"source": "question", "value": source.record["question"]}
+    assert request["matchingRules"]["ignoreTopLevelKeys"] == ["intent"]
+    assert request["toolTape"] and all(
+        {"tool", "key", "status", "source"} <= set(e) for e in request["toolTape"]
+    )
+    aioc = build_request(source.record, matching="aioc")
+    assert aioc["toolTape"][0]["key"].startswith(aioc["toolTape"][0]["tool"] + "\x1f")
+
+
+def test_request_for_an_agentuse_session_uses_its_recordings():
+    run = assemble_run(scan_tree(SESSION).trees[0].files)
+    record = to_run_record(run)[0]
+    request = build_request(
+        record, run_key=run.run_key, matching="agentuse", recordings=recordings_from_session(run)
+    )
+    assert [e["tool"] for e in request["toolTape"]] == [
+        "store_list",
+        "tools__bash",
+        "subagent__research",
+    ]
+    assert request["toolTape"][1] == {
+        "tool": "tools__bash",
+        "key": '["tools__bash",{"command":"gh api /notifications"}]',
+        "arguments": {"command": "gh api /notifications"},
+        "status": "error",
+        "source": {"sourceRunId": run.session_id, "partId": "01M8PCRENQNFY3XFWCX9QM3W97"},
+        "error": "Command not allowed: gh",
+    }
+    assert request["matchingRules"]["resolvePath"]["sourceRoot"] == "/home/dev/acme-support"
+
+
+def test_success_is_stored_as_a_completed_replay(store):
+    outcome, run, replay = run_and_store(store, command("ok"))
+    assert outcome.exit_code == 0 and outcome.report.status == "completed"
+    assert run == ("completed", None, None, "tool-allow")
+    assert replay == ("completed", None, "aioc:tool-allow")
+    assert outcome.record["metadata"]["harness"] == {"kind": "external", "command": command("ok")}
+
+
+def test_non_zero_exit_is_a_failed_replay_with_the_stderr_tail(store):
+    outcome, run, replay = run_and_store(store, command("exit"))
+    assert outcome.exit_code == 3 and "model quota exceeded (429)" in outcome.stderr_tail
+    status, error_name, message, replay_of = run
+    assert (status, error_name, replay_of) == ("failed", "ExternalReplayerError", "tool-allow")
+    assert message.startswith(
+        "replayer exited with status 3: loading agent..."
+    ) and message.endswith("Error: model quota exceeded (429)")
+    assert replay[0] == "error" and "status 3" in replay[1]
+
+
+def test_timeout_is_a_failed_replay(store):
+    outcome, run, replay = run_and_store(store, command("sleep"), timeout=1.0)
+    assert outcome.exit_code is None and outcome.seconds < 30
+    assert (
+        run[:2] == ("failed", "ExternalReplayerError") and run[2] == "replayer timed out after 1s"
+    )
+    assert replay == ("error", "replayer timed out after 1s", "aioc:tool-allow")
+
+
+def test_garbage_on_stdout_is_a_failed_replay(store):
+    outcome, run, replay = run_and_store(store, command("garbage"))
+    assert outcome.exit_code == 0
+    assert (
+        run[0] == "failed"
+        and "not JSON and not a session directory: 'Replay finished, see logs'" in run[2]
+    )
+    assert replay[0] == "error"
+
+
+def test_missing_command_is_a_failed_replay(store):
+    outcome, run, _ = run_and_store(store, ["/nonexistent/replayer"])
+    assert run[0] == "failed" and "not found" in run[2]
+
+
+def test_agentuse_session_path_on_stdout(store):
+    outcome, run, replay = run_and_store(store, command("session", str(SESSION)))
+    assert outcome.record["runId"] == "01M8PCRENAD8M1WA7TYT0KGN5Y"
+    assert outcome.record["metadata"]["agentuse"]["sessionId"] == "01M8PCRENAD8M1WA7TYT0KGN5Y"
+    assert run[3] == "tool-allow" and replay[0] in ("mismatch", "completed", "incomplete")
+
+
+@pytest.mark.parametrize(
+    ("stdout", "needle"),
+    [
+        ("", "printed nothing"),
+        ("{oops", "invalid JSON"),
+        ("[1, 2]", "expected a RunRecord object"),
+        (json.dumps({"runId": "x"}), "required field missing"),
+        (json.dumps({"agentuseSession": "/nonexistent"}), "does not exist"),
+    ],
+)
+def test_bad_outputs_are_named(stdout, needle):
+    with pytest.raises(Exception, match=needle):
+        parse_replayer_output(stdout, "r")
+
+
+def test_split_command():
+    assert split_command("node 'my replayer.js' --fast") == ["node", "my replayer.js", "--fast"]
+    with pytest.raises(Exception, match="empty"):
+        split_command("  ")
