@@ -19,6 +19,7 @@ from recstore.records import (
     requests,
     visits,
 )
+from recstore.records.compare import canonical_equal
 
 
 def _visit_summary(record: dict) -> list[tuple]:
@@ -603,3 +604,42 @@ def test_analyze_never_raises_and_intervals_are_consistent(rec):
     assert len(analysis.visits) == 1 + opened
     assert len(analysis.tool_calls) == len(extract_tool_calls(rec))
     analysis.to_dict()  # JSON-form structure, no exception
+
+
+_edge_scalar = st.sampled_from(
+    [0, -0.0, 1, 1.0, True, False, None, "1", "", 2**53, 2**53 + 1, 10**400, "__proto__"]
+)
+_edge_json = st.recursive(
+    _edge_scalar | _json_scalar,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["a", "b", "__proto__", "10", "9"]), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@st.composite
+def _twins(draw):
+    """A value and a look-alike: numbers retyped (1 vs 1.0, big ints), sometimes a real change."""
+
+    def twin(value):
+        if isinstance(value, dict):
+            return {k: twin(v) for k, v in reversed(list(value.items()))}
+        if isinstance(value, list):
+            return [twin(v) for v in value]
+        if isinstance(value, bool) or value is None or isinstance(value, str):
+            return draw(st.sampled_from([value, value, 1 if value is True else None]))
+        return draw(
+            st.sampled_from([value, float(value) if abs(value) < 1e300 else None, value + 1])
+        )
+
+    value = draw(_edge_json)
+    return value, twin(value)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_twins())
+def test_canonical_equal_agrees_with_canonical_json(pair):
+    left, right = pair
+    assert canonical_equal(left, right) == (canonical_json(left) == canonical_json(right))

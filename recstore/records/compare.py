@@ -14,10 +14,12 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from recstore.canonical import canonical_json
-from recstore.records.toolcalls import extract_tool_calls, output_canonical
+import orjson
 
-__all__ = ["SECTIONS", "compare_records", "resolve_sections", "utf16_length"]
+from recstore.canonical import canonical_json
+from recstore.records.toolcalls import UNDEFINED, extract_tool_calls
+
+__all__ = ["SECTIONS", "canonical_equal", "compare_records", "resolve_sections", "utf16_length"]
 
 SECTIONS = ("response", "toolCalls", "policy", "guardrails", "metadata")
 _MISSING = object()
@@ -38,6 +40,57 @@ def utf16_length(text: str) -> int:
     if text.isascii():
         return len(text)
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def canonical_equal(left: Any, right: Any) -> bool:
+    """``canonical_json(left) == canonical_json(right)``, mostly without building either string.
+
+    Equal sorted-key orjson bytes imply equal canonical JSON: orjson keeps ``true`` apart from
+    ``1`` and writes every other value deterministically, so only values it cannot write (ints
+    beyond 64 bits, lone surrogates) or that differ in its bytes but may not canonically
+    (``1`` vs ``1.0``, rounded big ints, ``__proto__`` keys) take the exact path.
+    """
+    if left is right:
+        return True
+    try:
+        if orjson.dumps(left, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+            right, option=orjson.OPT_SORT_KEYS
+        ):
+            return True
+    except TypeError:
+        pass
+    if _surely_differ(left, right):
+        return False
+    return canonical_json(left) == canonical_json(right)
+
+
+_SCALAR_TYPES = (str, bool, type(None))
+
+
+def _surely_differ(left: Any, right: Any) -> bool:
+    """True when the values have a different string, boolean, null or shape at one path, which
+    canonical JSON always keeps apart; False when undecided (only numbers can look different in
+    Python and print alike, e.g. ``1``/``1.0`` or ints that round to one double)."""
+    if type(left) is dict and type(right) is dict:
+        if left.keys() != right.keys() and left.keys() - {"__proto__"} != right.keys() - {
+            "__proto__"
+        }:
+            return True
+        return any(
+            key != "__proto__" and key in right and _surely_differ(value, right[key])
+            for key, value in left.items()
+        )
+    if type(left) is list and type(right) is list:
+        return len(left) != len(right) or any(map(_surely_differ, left, right))
+    if isinstance(left, _SCALAR_TYPES) and isinstance(right, _SCALAR_TYPES):
+        return left is not right and left != right
+    # number vs number is undecided; so is None vs an int too big for a double (both "null")
+    numbers = (int, float)
+    left_num = isinstance(left, numbers) and not isinstance(left, bool)
+    right_num = isinstance(right, numbers) and not isinstance(right, bool)
+    if left_num or right_num:
+        return not (left_num and right_num) and left is not None and right is not None
+    return True
 
 
 def _difference(path: str, kind: str, left: Any = _MISSING, right: Any = _MISSING) -> dict:
@@ -62,9 +115,7 @@ def _compare_positional(path: str, left: list, right: list, differences: list[di
         elif index >= len(right):
             same = False
             differences.append(_difference(f"{path}[{index}]", "missing_right", left=left[index]))
-        elif left[index] is not right[index] and canonical_json(left[index]) != canonical_json(
-            right[index]
-        ):
+        elif not canonical_equal(left[index], right[index]):
             same = False
             differences.append(
                 _difference(f"{path}[{index}]", "mismatch", left[index], right[index])
@@ -109,7 +160,11 @@ def _compare_tool_calls(calls_a: list[dict], calls_b: list[dict], differences: l
             differences.append(
                 _difference(f"{path}.hasOutput", "mismatch", a["hasOutput"], b["hasOutput"])
             )
-        if a["hasOutput"] and b["hasOutput"] and output_canonical(a) != output_canonical(b):
+        if (
+            a["hasOutput"]
+            and b["hasOutput"]
+            and not canonical_equal(a.get("output", UNDEFINED), b.get("output", UNDEFINED))
+        ):
             differences.append(
                 _difference(
                     f"{path}.output",
@@ -168,8 +223,8 @@ def compare_records(
             differences,
         )
     if "metadata" in sections:
-        if canonical_json(_or_empty(left.get("metadata"), {})) != canonical_json(
-            _or_empty(right.get("metadata"), {})
+        if not canonical_equal(
+            _or_empty(left.get("metadata"), {}), _or_empty(right.get("metadata"), {})
         ):
             differences.append(
                 _difference(

@@ -18,7 +18,7 @@ from recstore.canonical import canonical_json, sha256_text
 
 __all__ = [
     "EMPTY_ARGS_HASH",
-    "UNDEFINED_CANONICAL",
+    "UNDEFINED",
     "extract_tool_calls",
     "locate_tool_calls",
     "output_canonical",
@@ -26,8 +26,9 @@ __all__ = [
 
 # H({}): the argsHash of an orphan output's synthetic call.
 EMPTY_ARGS_HASH = sha256_text("{}")
-# aioc canonicalizes JS `undefined` (an output item without an `output` key) as this string.
-UNDEFINED_CANONICAL = canonical_json("[undefined]")
+# aioc canonicalizes JS `undefined` (an output item without an `output` key) as this string,
+# so a missing output compares like this value.
+UNDEFINED = "[undefined]"
 
 
 def _new_call(call_id: Any, name: Any, arguments: dict | Any, turn: int | None) -> dict:
@@ -87,4 +88,4 @@ def locate_tool_calls(items: list) -> tuple[list[dict], list[list[int | None]]]:
 
 def output_canonical(call: dict) -> str:
     """Canonical JSON of a call's output, with aioc's ``"[undefined]"`` for a missing one."""
-    return canonical_json(call["output"]) if "output" in call else UNDEFINED_CANONICAL
+    return canonical_json(call["output"] if "output" in call else UNDEFINED)
