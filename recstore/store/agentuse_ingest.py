@@ -28,12 +28,14 @@ from typing import Any
 import duckdb
 
 from recstore.canonical import canonical_json
+from recstore.errors import InputError
 from recstore.formats.agentuse import (
     AgentuseRun,
     Problem,
     SessionTree,
     TreeFile,
     assemble_run,
+    is_agentuse_tree,
     iso_ms,
     scan_tree,
     to_run_record,
@@ -48,6 +50,7 @@ __all__ = [
     "ingest_tree",
     "project_run",
     "project_stream",
+    "split_paths",
     "stored_files",
     "stored_record",
     "tree_hash",
@@ -442,3 +445,29 @@ def _store_tree(
         return "accepted"
     writer.summary.revised += 1
     return "revised"
+
+
+def split_paths(
+    paths: Iterable[str], fmt: str | None = None
+) -> tuple[list[AgentuseSource], list[str]]:
+    """Ingest paths → (agentuse trees, everything else). ``fmt`` ``agentuse`` forces every path
+    to be a tree, ``aioc`` none; otherwise directories that look like agentuse trees are.
+
+    Raises:
+        InputError: ``fmt`` is ``agentuse`` and a path is not an agentuse tree.
+    """
+    trees: list[AgentuseSource] = []
+    rest: list[str] = []
+    for path in paths:
+        if fmt == "agentuse":
+            if not Path(path).is_dir() or not is_agentuse_tree(path):
+                raise InputError(
+                    "not an agentuse data root, project, session container or session directory",
+                    source=path,
+                )
+            trees.append(AgentuseSource(path))
+        elif fmt != "aioc" and path != "-" and Path(path).is_dir() and is_agentuse_tree(path):
+            trees.append(AgentuseSource(path))
+        else:
+            rest.append(path)
+    return trees, rest

@@ -25,7 +25,7 @@ import duckdb
 from recstore.errors import InputError, NotFoundError
 from recstore.formats.events import Event, events_to_record
 from recstore.formats.reader import RawInput, iter_sources
-from recstore.store import db
+from recstore.store import agentuse_ingest, db
 from recstore.store.ingest import DEFAULT_BATCH_SIZE, BatchWriter, IngestSummary
 from recstore.store.projection import PROJECTION_TABLES, RunContext, project_record
 from recstore.store.tables import insert_rows
@@ -121,15 +121,21 @@ class Store:
         tags: dict[str, str] | None = None,
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        format: str | None = None,
     ) -> IngestSummary:
-        """Store every record under ``paths`` (files, directories, globs, ``-``).
+        """Store every record under ``paths`` (files, directories, globs, ``-``) and every agentuse
+        session tree (auto-detected, or all paths with ``format="agentuse"``).
 
         Raises:
             InputError: a path does not exist or matches nothing (checked before writing).
         """
-        sources = list(iter_sources(paths))
+        trees, paths = agentuse_ingest.split_paths(paths, format)
+        sources = list(iter_sources(paths)) if paths or not trees else []
         with self.writer() as con:
-            return BatchWriter(con, tags=tags, batch_size=batch_size).ingest_sources(sources)
+            writer = BatchWriter(con, tags=tags, batch_size=batch_size)
+            for tree in trees:
+                agentuse_ingest.ingest_tree(writer, tree)
+            return writer.ingest_sources(sources)
 
     def ingest_records(
         self,
@@ -190,6 +196,8 @@ class Store:
         and with the original key order."""
         with self.reader() as con:
             key = _resolve(con, run_ref)
+            if key.startswith("agentuse:"):  # a file-event stream: fold every revision
+                return agentuse_ingest.stored_record(con, key, revision)
             if revision is None:
                 row = con.execute(
                     "SELECT first_seq, last_seq FROM streams WHERE stream_key = ? "
@@ -298,12 +306,18 @@ def _project_log(
         ORDER BY e.seq
         """
     )
+    log = con.cursor()  # agentuse streams fold the files of every revision, read through this
+    if log_catalog:
+        log.execute(f"USE {log_catalog}")
     pending: dict[str, list[dict]] = {table: [] for table in PROJECTION_TABLES}
     runs = 0
     in_chunk = 0
     for head, events in _group_streams(cur):
         ctx = RunContext(*head)
-        rows = project_record(events_to_record(events), ctx, events)
+        if ctx.format == "agentuse":
+            rows = agentuse_ingest.project_stream(log, ctx)
+        else:
+            rows = project_record(events_to_record(events), ctx, events)
         for table, table_rows in rows.items():
             pending[table].extend(table_rows)
         runs += 1
@@ -313,6 +327,7 @@ def _project_log(
             in_chunk = 0
     _flush(con, pending, catalog)
     cur.close()
+    log.close()
     return runs
 
 
