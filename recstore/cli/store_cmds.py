@@ -42,20 +42,33 @@ def _parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
 @cli.command("ingest")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the batch (repeatable).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", "aioc", "agentuse"]),
+    default="auto",
+    show_default=True,
+    help="Input format; auto treats directories holding agentuse sessions as agentuse trees.",
+)
 @_JSON
 @_LOCK_TIMEOUT
 @click.pass_context
 def ingest(
-    ctx: click.Context, paths: tuple[str, ...], tags: tuple[str, ...], as_json: bool,
+    ctx: click.Context, paths: tuple[str, ...], tags: tuple[str, ...], fmt: str, as_json: bool,
     lock_timeout: float,
 ) -> None:
     """Append run records to the store: .json, .jsonl/.ndjson (optionally .gz), directories
     (recursive), globs, or - for NDJSON on stdin. Identical records append nothing; a changed
-    record with a known runId becomes a new revision. Exit status 1 if anything was rejected.
+    record with a known runId becomes a new revision. agentuse session trees (a data root, project
+    directory or session directory) are scanned; a re-scan appends only new or changed files.
+    Exit status 1 if anything was rejected.
 
     Example: recstore ingest runs/ 'more/*.ndjson.gz' --tag env=prod
+    Example: recstore ingest ~/.local/share/agentuse --format agentuse
     """
-    summary = _store(ctx, lock_timeout).ingest(list(paths), tags=_parse_tags(tags))
+    summary = _store(ctx, lock_timeout).ingest(
+        list(paths), tags=_parse_tags(tags), format=None if fmt == "auto" else fmt
+    )
     if as_json:
         payload = summary.to_dict()
         payload.pop("run_keys")
