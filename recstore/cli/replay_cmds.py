@@ -1,1 +1,149 @@
-"""CLI commands: replay_cmds (placeholder until its issue lands)."""
+"""CLI: ``recstore replay`` and ``recstore lineage`` (thin; the work is in recstore.replay)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from recstore.cli import cli
+from recstore.errors import InputError, NotFoundError
+
+_EXAMPLE = """
+Examples:
+
+  recstore replay v-handoff-cycle --from-source --mode strict
+
+  recstore replay RUN --harness docs/examples/replay-harness.toml --mode hybrid --json
+
+  recstore replay --select "status = 'completed'" --from-source --workers 2
+"""
+
+
+def _store(ctx: click.Context):
+    from recstore.store import Store
+
+    path = Path(ctx.obj["db"])
+    if not path.exists():
+        raise NotFoundError(f"store {path} does not exist; ingest records first or pass --db")
+    return Store(path)
+
+
+def _provider_spec(kind, script, base_url, model, api_key_env, timeout, max_retries):
+    """A provider override from the command line, or None to keep the harness's settings."""
+    if kind is None:
+        for flag, value in (("--script", script), ("--base-url", base_url), ("--model", model)):
+            if value is not None:
+                raise InputError(f"{flag} needs --provider", source=flag)
+        return None
+    from recstore.replay.harness import ProviderSpec
+
+    if kind == "scripted" and script is None:
+        raise InputError("--provider scripted needs --script FILE", source="--provider")
+    settings: dict = {"kind": kind}
+    if script is not None:
+        settings["script"] = str(Path(script).resolve())
+    for key, value in (("base_url", base_url), ("model", model), ("timeout", timeout), ("max_retries", max_retries)):
+        if value is not None:
+            settings[key] = value
+    if api_key_env is not None:
+        settings["api_key_env"] = api_key_env or None
+    return ProviderSpec(**settings)
+
+
+class _Progress:
+    """A one-line progress bar on a terminal; silent when stderr is piped."""
+
+    def __init__(self) -> None:
+        self.enabled = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or not total:
+            return
+        width = 30
+        filled = width * done // total
+        click.echo(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}", err=True, nl=done == total)
+
+
+@cli.command("replay", epilog=_EXAMPLE)
+@click.argument("run", required=False)
+@click.option("--harness", "harness_path", type=click.Path(dir_okay=False), help="Candidate harness file (TOML or YAML).")
+@click.option("--from-source", is_flag=True, help="Derive the candidate from the source run itself (reproducibility check).")
+@click.option("--mode", type=click.Choice(["strict", "hybrid", "live"]), default="strict", show_default=True)
+@click.option("--input-mode", type=click.Choice(["recorded", "question"]), default="recorded", show_default=True)
+@click.option("--provider", "provider_kind", type=click.Choice(["recorded", "scripted", "openai"]),
+              help="Model provider (default: the harness's, else recorded).")
+@click.option("--script", type=click.Path(dir_okay=False, exists=True), help="Turns for --provider scripted (JSON).")
+@click.option("--base-url", help="OpenAI-compatible endpoint for --provider openai.")
+@click.option("--model", help="Model name for --provider openai (default: the agent's).")
+@click.option("--api-key-env", help="Environment variable holding the API key (default OPENAI_API_KEY; '' for none).")
+@click.option("--timeout", type=float, help="Seconds per provider request.")
+@click.option("--max-retries", type=int, help="Retries on 429/5xx/timeouts.")
+@click.option("--select", "select_dsl", metavar="DSL", help="Replay every run this filter selects.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Processes computing replays (one writer stores them).")
+@click.option("--no-store", is_flag=True, help="Do not store the replay runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print reports as JSON.")
+@click.pass_context
+def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_kind, script, base_url,
+               model, api_key_env, timeout, max_retries, select_dsl, workers, no_store, as_json):
+    """Replay stored runs against a candidate with recorded tool outputs.
+
+    Exit status 0 when every replay completed (finished like its source and equal to it on
+    response and tool calls), 1 otherwise.
+    """
+    from recstore.replay.batch import ReplayJob, replay_stored
+
+    if (run is None) == (select_dsl is None):
+        raise InputError("give a RUN or --select DSL (exactly one)", source="replay")
+    if bool(harness_path) == from_source:
+        raise InputError("give --harness FILE or --from-source (exactly one)", source="replay")
+    if harness_path:
+        from recstore.replay.harness import load_harness
+
+        load_harness(harness_path)  # fail early, once, with the file's error
+    provider = _provider_spec(provider_kind, script, base_url, model, api_key_env, timeout, max_retries)
+    job = ReplayJob(str(Path(harness_path).resolve()) if harness_path else None, mode, input_mode, provider)
+    store = _store(ctx)
+    if select_dsl is not None:
+        from recstore.query import select_run_keys
+
+        keys = select_run_keys(store, select_dsl)
+    else:
+        keys = [store.resolve_run(run)]
+    results = replay_stored(store, keys, job, workers=workers, save=not no_store, progress=_Progress())
+    _print(results, as_json, single=run is not None)
+    ctx.exit(0 if all(r.report.status == "completed" for r in results) else 1)
+
+
+def _print(results, as_json: bool, single: bool) -> None:
+    if as_json:
+        payload = [dict(r.report.to_json(), sourceRunKey=r.source_run_key, replayRunKey=r.replay_run_key) for r in results]
+        click.echo(json.dumps(payload[0] if single and payload else payload, ensure_ascii=False, indent=2))
+        return
+    if single:
+        for r in results:
+            click.echo(r.report.render())
+            if r.replay_run_key:
+                click.echo(f"  stored as {r.replay_run_key}")
+        return
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.report.status] = counts.get(r.report.status, 0) + 1
+        if r.report.status != "completed":
+            click.echo(f"{r.source_run_key}: {r.report.status} ({r.report.reason})")
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    click.echo(f"{len(results)} replays: {summary or 'none selected'}")
+
+
+@cli.command("lineage")
+@click.argument("run")
+@click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON.")
+@click.pass_context
+def lineage_cmd(ctx, run, as_json):
+    """Print the tree of runs derived from RUN (replays, replays of replays, continuations)."""
+    from recstore.replay.lineage import lineage_tree, render_tree
+
+    tree = lineage_tree(_store(ctx), run)
+    click.echo(json.dumps(tree, ensure_ascii=False, indent=2) if as_json else render_tree(tree))

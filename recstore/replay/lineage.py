@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from recstore.errors import NotFoundError
+from recstore.formats.events import events_to_record
 from recstore.replay.replay import ReplayReport
 from recstore.store import Store
 
@@ -45,15 +47,36 @@ def load_source(store: Store, ref: str) -> SourceRun:
 
 
 def load_sources(store: Store, run_keys: list[str]) -> list[SourceRun]:
-    """The current revisions of stored runs, in the order given."""
-    records = [store.get_record(key) for key in run_keys]
+    """The current revisions of stored runs, in the order given, read in one connection.
+
+    ``Store.get_record`` opens a connection per call (about 0.15 s each); batch replays read
+    thousands of sources, so they are reassembled here from one query over the event log.
+    """
     with store.reader() as con:
+        identity = {
+            row[0]: row[1:]
+            for row in con.execute(
+                "SELECT run_key, revision, record_hash, source_uri FROM runs "
+                "WHERE list_contains(?, run_key)",
+                [run_keys],
+            ).fetchall()
+        }
+        missing = [key for key in run_keys if key not in identity]
+        if missing:
+            raise NotFoundError(f"no stored run {missing[0]}")
         rows = con.execute(
-            "SELECT run_key, revision, record_hash, source_uri FROM runs WHERE list_contains(?, run_key)",
+            "SELECT e.stream_key, e.type, e.payload FROM events e JOIN runs r "
+            "ON e.stream_key = r.run_key AND e.revision = r.revision "
+            "WHERE list_contains(?, r.run_key) ORDER BY e.seq",
             [run_keys],
         ).fetchall()
-    identity = {row[0]: row[1:] for row in rows}
-    return [SourceRun(key, *identity[key], record) for key, record in zip(run_keys, records, strict=True)]
+    events: dict[str, list[tuple[str, str]]] = {}
+    for key, etype, payload in rows:
+        events.setdefault(key, []).append((etype, payload))
+    return [
+        SourceRun(key, identity[key][0], identity[key][1], identity[key][2], events_to_record(events[key]))
+        for key in run_keys
+    ]
 
 
 def lineage_row(source: SourceRun, record: dict, report: ReplayReport, provider: str) -> dict:
