@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
+
+from recstore.canonical import canonical_json
 
 __all__ = [
     "ABSENT",
@@ -51,13 +54,14 @@ DEFAULT_TOOL_PARAMETERS: dict = {"type": "object", "properties": {}, "additional
 HANDOFF_TOOL_PARAMETERS: dict = {"type": "object", "properties": {}, "additionalProperties": True}
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class Tool:
     """A function the model may call.
 
     ``parameters`` is a JSON Schema object; it is what the model sees, what ``toolsHash`` covers,
-    and what arguments are validated against after the policy allows a call. ``func(args, context)``
-    returns any JSON value, or ``ABSENT``; raising fails the run with that error.
+    and what arguments are validated against after the policy allows a call. Treat it as
+    immutable: its canonical form is computed once per tool. ``func(args, context)`` returns any
+    JSON value, or ``ABSENT``; raising fails the run with that error.
     """
 
     name: str
@@ -68,6 +72,11 @@ class Tool:
     def spec(self) -> dict:
         """The provider-facing description, in the form ``toolsHash`` hashes."""
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    @cached_property
+    def spec_json(self) -> str:
+        """Canonical JSON of ``spec()``, computed once (every request fingerprint needs it)."""
+        return canonical_json(self.spec())
 
 
 @dataclass(eq=False)

@@ -42,6 +42,33 @@ def prompt_snapshot(
     return snapshot
 
 
+_OUTPUT_ITEM_KEYS = ["type", "callId", "output", "rawItem"]
+_OUTPUT_RAW_KEYS = ["type", "call_id", "output"]
+
+
+def _item_json(item: dict) -> str:
+    """Canonical JSON of one history item. A runtime-written tool output item holds its envelope
+    twice (``output`` and ``rawItem.output`` are one object); serialize that envelope once."""
+    raw = item.get("rawItem")
+    if (
+        item.get("type") == "tool_call_output_item"
+        and isinstance(raw, dict)
+        and raw.get("output") is item.get("output")
+        and list(item) == _OUTPUT_ITEM_KEYS
+        and list(raw) == _OUTPUT_RAW_KEYS
+        and raw["type"] == "function_call_result"
+        and isinstance(item["callId"], str)
+        and isinstance(raw["call_id"], str)
+    ):
+        output = canonical_json(item["output"])
+        return (
+            f'{{"callId":{canonical_json(item["callId"])},"output":{output},'
+            f'"rawItem":{{"call_id":{canonical_json(raw["call_id"])},"output":{output},'
+            f'"type":"function_call_result"}},"type":"tool_call_output_item"}}'
+        )
+    return canonical_json(item)
+
+
 class RequestHasher:
     """Builds ``requestFingerprints[]`` entries for the requests of one run."""
 
@@ -53,16 +80,17 @@ class RequestHasher:
     def _messages_json(self, messages: Sequence[dict]) -> str:
         parts = self._item_json
         for item in messages[len(parts):]:
-            parts.append(canonical_json(item))
+            parts.append(_item_json(item))
         return "[" + ",".join(parts[: len(messages)]) + "]"
 
-    def fingerprint(self, timestamp: str, request: ModelRequest) -> dict:
+    def fingerprint(self, timestamp: str, request: ModelRequest, tools_json: str | None = None) -> dict:
         """The fingerprint of ``request``. ``requestHash`` = H({model, systemPrompt, messages,
         tools, modelSettings}); the canonical object is assembled from the parts' canonical JSON
-        (keys in canonical order) so each part is serialized once."""
+        (keys in canonical order) so each part is serialized once. ``tools_json`` is the
+        canonical JSON of ``request.tools`` when the caller already has it."""
         messages = self._messages_json(request.messages)
         system_prompt = canonical_json(request.system_prompt)
-        tools = canonical_json(request.tools)
+        tools = canonical_json(request.tools) if tools_json is None else tools_json
         settings = canonical_json(request.model_settings)
         model = canonical_json(request.model)
         whole = (

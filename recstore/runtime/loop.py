@@ -14,9 +14,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from recstore import __version__
+from recstore.canonical import canonical_json
 from recstore.runtime.agents import HANDOFF_TOOL_PARAMETERS, Agent, Policies, PolicyInput, Tool
 from recstore.runtime.errors import (
     AgentRunError,
@@ -120,6 +122,7 @@ def question_of(input_items: str | Sequence[dict]) -> str:
     return "\n\n".join(texts)
 
 
+@lru_cache(maxsize=4096)
 def _sanitize(name: str) -> str:
     out = []
     pending_sep = False
@@ -147,8 +150,14 @@ def handoff_tool_name(target_name: str, taken: set[str]) -> str:
 @dataclass(frozen=True)
 class _TurnTools:
     specs: list[dict]
+    specs_json: str  # canonical JSON of `specs`, for toolsHash
     tools: dict[str, Tool]
     handoffs: dict[str, Agent]
+
+
+@lru_cache(maxsize=4096)
+def _handoff_spec_json(name: str, description: str) -> str:
+    return canonical_json({"name": name, "description": description, "parameters": HANDOFF_TOOL_PARAMETERS})
 
 
 def _turn_tools(agent: Agent, context: Any) -> _TurnTools:
@@ -157,6 +166,7 @@ def _turn_tools(agent: Agent, context: Any) -> _TurnTools:
     taken = set(tools) | {r.tool_name for r in rules if r.tool_name}
     handoffs: dict[str, Agent] = {}
     specs = [t.spec() for t in agent.tools]
+    specs_json = [t.spec_json for t in agent.tools]
     for rule in rules:
         name = rule.tool_name or handoff_tool_name(rule.target.name, taken)
         taken.add(name)
@@ -166,7 +176,8 @@ def _turn_tools(agent: Agent, context: Any) -> _TurnTools:
         if extra:
             description = f"{description} {extra}"
         specs.append({"name": name, "description": description, "parameters": HANDOFF_TOOL_PARAMETERS})
-    return _TurnTools(specs, tools, handoffs)
+        specs_json.append(_handoff_spec_json(name, description))
+    return _TurnTools(specs, "[" + ",".join(specs_json) + "]", tools, handoffs)
 
 
 class _Run:
@@ -209,7 +220,7 @@ class _Run:
             agent.prompt_version, system_prompt, self.include_prompt_text))
         request = ModelRequest(agent.name, model, system_prompt, list(self.history), tools.specs,
                                agent.model_settings or {}, turn)
-        self.fingerprints.append(self.hasher.fingerprint(self.clock(), request))
+        self.fingerprints.append(self.hasher.fingerprint(self.clock(), request, tools.specs_json))
         response = self.provider.complete(request)
         self.check_guardrails(agent, response.text or "", turn)
         if response.tool_calls:
