@@ -56,6 +56,7 @@ from recstore.runtime import (
 
 __all__ = [
     "CHANGE_KINDS",
+    "EDGE_ARGUMENTS",
     "SCENARIOS",
     "CaseChange",
     "case_changes",
@@ -491,13 +492,20 @@ def _plan_two_handoffs(plan: _Plan, draw: _Draw) -> None:
                   [_own_tool(draw, plan.suite.agents[second])], draw.answer()]
 
 
-def _conditional_rule(plan: _Plan) -> Handoff | None:
-    return next((r for r in _entry(plan).handoff_rules() if r.enabled is not None), None)
+# Per suite: the context key of the entry agent's conditional handoff, its enabling value and
+# its disabling value.
+_CONDITION_CONTEXT = {"support": ("tier", "pro", "free"), "research": ("strict", True, False),
+                      "finance": ("region", "EU", "US")}
 
 
 def _plan_conditional(plan: _Plan, draw: _Draw) -> None:
-    rule = _conditional_rule(plan)
-    if rule is not None and rule.enabled(plan.context):
+    """Alternating passes of the schedule enable and disable the entry agent's conditional
+    handoff through the context; the model uses the handoff only when it is offered."""
+    rule = next(r for r in _entry(plan).handoff_rules() if r.enabled is not None)
+    key, on, off = _CONDITION_CONTEXT[plan.suite.name]
+    enabled = (plan.index // len(_SCHEDULE)) % 2 == 0
+    plan.context[key] = on if enabled else off
+    if enabled:
         plan.turns = [[_handoff(draw, plan, plan.start, rule.target.name)], draw.answer()]
     else:
         plan.turns = [[_own_tool(draw, _entry(plan))], draw.answer()]
@@ -541,7 +549,9 @@ def _plan_thread(plan: _Plan, draw: _Draw) -> None:
     plan.turns = [[_own_tool(draw, agent)], draw.answer()]
 
 
-_EDGE_ARGUMENTS = (
+# Raw provider argument strings the edge_args scenario sends (numbers, key order, unicode, lone
+# surrogates, invalid JSON, blank, non-object JSON).
+EDGE_ARGUMENTS = (
     '{"b":1.0,"a":[1e21,1e-7,0.000001,-0.0,12345678901234567890],"10":"ten","9":"nine"}',
     '{"é":"e","😀":"smile","｡":"half","k":"\\u2028\\ud800x"}',
     '{"text":"Grüße, 世界! 🚀","n":-1.5e-300,"big":9007199254740993}',
@@ -554,8 +564,10 @@ _EDGE_ARGUMENTS = (
 
 
 def _plan_edge_args(plan: _Plan, draw: _Draw) -> None:
-    picks = draw.rng.sample(range(len(_EDGE_ARGUMENTS)), 3)
-    plan.turns = [[_Call("echo", _EDGE_ARGUMENTS[i], draw.call_id(), raw=True) for i in picks],
+    # Successive passes of the schedule rotate through the edge cases: 3 passes cover all 8.
+    first = 3 * (plan.index // len(_SCHEDULE))
+    picks = [(first + k) % len(EDGE_ARGUMENTS) for k in range(3)]
+    plan.turns = [[_Call("echo", EDGE_ARGUMENTS[i], draw.call_id(), raw=True) for i in picks],
                   draw.answer()]
 
 
