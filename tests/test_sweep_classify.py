@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recstore.records import compare_records
+from recstore.records import compare_records, extract_tool_calls
 from recstore.sweep.classify import case_signals, classify, judge_input, tool_drift
 from recstore.sweep.judge import JudgeError, parse_verdict, run_judge
 from recstore.sweep.spec import JudgeSpec, parse_spec
@@ -74,13 +74,22 @@ def test_aioc_default_rule_fail_on_failed_candidate_warn_on_difference(source):
 def test_calls_without_recording_are_drift_even_with_identical_records(source):
     # a changed tool schema: the record keeps the model's raw arguments, but the validated
     # arguments found no recording (strict miss or live fallback)
-    calls = [{"name": "get_finance_report", "resolution": "missing"}]
+    calls = [{"name": "get_finance_report", "argsHash": "h-new", "resolution": "missing"}]
     drift = tool_drift(source, source, calls)
     assert drift["get_finance_report"]["unrecorded"] == 1
     assert drift["get_finance_report"]["added"] == 0
     spec = spec_with(classify={"warn_on": ["tool_drift"], "tools": ["get_finance_report"]})
     signals, _ = case_signals(spec, source, source, compare_records(source, source), None, calls)
     assert signals == ["tool_drift"] and classify(spec, signals) == "warn"
+
+
+def test_a_call_the_source_also_left_without_output_is_not_drift(source):
+    dangling = copy.deepcopy(source)
+    dangling["items"] = [i for i in dangling["items"] if i.get("type") != "tool_call_output_item"]
+    [call] = [c for c in extract_tool_calls(dangling)]
+    served = [{"name": call["name"], "argsHash": call["argsHash"], "resolution": "missing"}]
+    assert tool_drift(dangling, dangling, served) == {}
+    assert tool_drift(dangling, dangling, served * 2)[call["name"]]["unrecorded"] == 1
 
 
 def test_replay_error_without_record(source):

@@ -25,10 +25,11 @@ def tool_drift(source: dict, replay: dict, calls: list[dict] = ()) -> dict[str, 
     which is a pure argument change. ``unrecorded`` counts the replay's tool executions (its
     report's ``calls``) whose *validated* arguments had no recording — a changed tool schema
     shows up there even when the model's raw arguments, and so the record, are unchanged.
+    A call the source itself made without an output (it failed there too) is not drift.
     """
     before = _calls_by_tool(source)
     after = _calls_by_tool(replay)
-    unrecorded = Counter(c["name"] for c in calls if c.get("resolution") != "recorded")
+    unrecorded = _unrecorded(source, calls)
     drift: dict[str, dict[str, int]] = {}
     for tool in sorted(before.keys() | after.keys() | unrecorded.keys()):
         a, b = before.get(tool, Counter()), after.get(tool, Counter())
@@ -45,6 +46,22 @@ def tool_drift(source: dict, replay: dict, calls: list[dict] = ()) -> dict[str, 
             "unrecorded": unrecorded[tool],
         }
     return drift
+
+
+def _unrecorded(source: dict, calls: list[dict]) -> Counter:
+    """Tool executions without a recording, minus those the source also made without output."""
+    dangling = Counter((c["name"], c["argsHash"]) for c in extract_tool_calls(source)
+                       if not c["hasOutput"])
+    out: Counter = Counter()
+    for call in calls:
+        if call.get("resolution") == "recorded":
+            continue
+        key = (call.get("name"), call.get("argsHash"))
+        if dangling[key]:
+            dangling[key] -= 1
+        else:
+            out[call.get("name")] += 1
+    return out
 
 
 def _calls_by_tool(record: dict) -> dict[str, Counter]:

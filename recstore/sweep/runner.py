@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from recstore.canonical import canonical_json
-from recstore.errors import NotFoundError
+from recstore.errors import NotFoundError, RecstoreError
+from recstore.store import run_key_for
 from recstore.sweep.candidate import CaseReplay, prepare_candidate
 from recstore.sweep.classify import case_signals, classify, judge_input
 from recstore.sweep.judge import JudgeError, run_judge
@@ -237,14 +238,58 @@ def _case_count(store: Any, run_id: int) -> int:
 
 # --- computing cases ---------------------------------------------------------------------------
 
+#: Source records read per reader connection (opening one costs tens of milliseconds).
+READ_CHUNK = 64
+
+
 def _case_inputs(store: Any, run_id: int, cases: list[tuple[int, str, int | None]]) -> Iterator[CaseInput]:
     """Source records (at the frozen revision) for each pending case, plus any stored replay."""
     stored = _stored_replays(store, run_id)
-    for case_index, run_key, revision in cases:
-        source = store.get_record(run_key, revision=revision)
-        replay_key = stored.get(case_index)
-        replay = store.get_record(replay_key) if replay_key else None
-        yield CaseInput(case_index, run_key, source, replay)
+    for start in range(0, len(cases), READ_CHUNK):
+        chunk = cases[start:start + READ_CHUNK]
+        wanted = [(key, rev) for _, key, rev in chunk]
+        wanted += [(stored[i], None) for i, _, _ in chunk if i in stored]
+        records = _read_records(store, wanted)
+        for case_index, run_key, revision in chunk:
+            replay_key = stored.get(case_index)
+            yield CaseInput(case_index, run_key, records[(run_key, revision)],
+                            records[(replay_key, None)] if replay_key else None)
+
+
+def _read_records(store: Any, refs: list[tuple[str, int | None]]) -> dict[tuple[str, int | None], dict]:
+    """Many stored records through one reader: ``{(run_key, revision or None): record}``.
+
+    The same reassembly as ``Store.get_record`` (events of the revision, in order, through
+    ``events_to_record``), batched because a sweep reads thousands of records.
+    """
+    from recstore.formats.events import events_to_record
+
+    wanted = [{"k": key, "r": rev} for key, rev in refs]
+    with store.reader() as con:
+        rows = con.execute(
+            """
+            WITH wanted AS (SELECT w.k AS stream_key, w.r AS asked FROM (SELECT unnest(?) AS w)),
+            picked AS (
+                SELECT w.stream_key, w.asked, arg_max(s.first_seq, s.revision) AS first_seq,
+                       arg_max(s.last_seq, s.revision) AS last_seq
+                FROM wanted w JOIN streams s ON s.stream_key = w.stream_key
+                     AND (w.asked IS NULL OR s.revision = w.asked)
+                GROUP BY ALL
+            )
+            SELECT p.stream_key, p.asked, e.type, e.payload
+            FROM picked p JOIN events e ON e.seq BETWEEN p.first_seq AND p.last_seq
+            ORDER BY e.seq
+            """,
+            [wanted],
+        ).fetchall()
+    grouped: dict[tuple[str, int | None], list[tuple[str, str]]] = {}
+    for key, asked, etype, payload in rows:
+        grouped.setdefault((key, asked), []).append((etype, payload))
+    missing = [ref for ref in refs if ref not in grouped]
+    if missing:
+        key, rev = missing[0]
+        raise NotFoundError(f"run {key}" + (f" revision {rev}" if rev else "") + " is not in the store")
+    return {ref: events_to_record(events) for ref, events in grouped.items()}
 
 
 def _stored_replays(store: Any, run_id: int) -> dict[int, str]:
@@ -396,13 +441,16 @@ class _CaseWriter:
             }
             for case in cases
         ]
-        self.store.ingest_records(
+        summary = self.store.ingest_records(
             [case.replay_record for case in cases],
             source_uri=f"sweep:{self.spec.name}/{self.run_id}",
             tags={"sweep": self.spec.name, "sweep_run": str(self.run_id)},
             lineage=lineage,
         )
-        return _stored_replays(self.store, self.run_id)
+        if summary.rejected:
+            raise RecstoreError(f"sweep {self.spec.name}: the store rejected "
+                                f"{summary.rejected} replay record(s); see `recstore rejects`")
+        return {case.case_index: run_key_for("aioc", case.replay_record["runId"]) for case in cases}
 
     def _row(self, case: CaseResult, replay_key: str | None) -> list:
         report = case.replay_report
