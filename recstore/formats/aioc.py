@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, with_config
+from typing_extensions import TypedDict
 
 from recstore.canonical import JSONParseError, loads_strict
 from recstore.errors import InputError
@@ -53,55 +54,59 @@ __all__ = [
 Number = float
 
 
-class _Entry(BaseModel):
-    # strict: no coercion ("1" is not a number); extra="allow": unknown fields are kept.
-    model_config = ConfigDict(strict=True, extra="allow")
+# strict: no coercion ("1" is not a number); extra="allow": unknown fields are kept.
+_CONFIG = ConfigDict(strict=True, extra="allow")
 
 
-class MessageItem(_Entry):
+@with_config(_CONFIG)
+class MessageItem(TypedDict):
     """``{"type":"message","role":…,"content":…}`` — user, assistant or system text."""
 
     type: Literal["message"]
     role: str
     content: str
-    rawItem: Any = None
+    rawItem: NotRequired[Any]
 
 
-class ToolCallItem(_Entry):
+@with_config(_CONFIG)
+class ToolCallItem(TypedDict):
     """A tool (or ``handoff_to_*``) call; ``arguments`` may be absent or any JSON value."""
 
     type: Literal["tool_call_item"]
     callId: str
     name: str
-    arguments: Any = None
-    rawItem: Any = None
+    arguments: NotRequired[Any]
+    rawItem: NotRequired[Any]
 
 
-class ToolCallOutputItem(_Entry):
+@with_config(_CONFIG)
+class ToolCallOutputItem(TypedDict):
     """A tool result; ``output`` is normally an envelope ``{status, code, publicReason, data}``."""
 
     type: Literal["tool_call_output_item"]
     callId: str
-    output: Any = None
-    rawItem: Any = None
+    output: NotRequired[Any]
+    rawItem: NotRequired[Any]
 
 
 Item = Annotated[MessageItem | ToolCallItem | ToolCallOutputItem, Field(discriminator="type")]
 
 
-class PromptSnapshot(_Entry):
+@with_config(_CONFIG)
+class PromptSnapshot(TypedDict):
     """One per model request (§1.4)."""
 
     timestamp: str
     turn: Number
     agentName: str
-    model: str | None = None
-    promptVersion: str | None = None
+    model: NotRequired[str | None]
+    promptVersion: NotRequired[str | None]
     promptHash: str
-    promptText: str | None = None
+    promptText: NotRequired[str | None]
 
 
-class RequestFingerprint(_Entry):
+@with_config(_CONFIG)
+class RequestFingerprint(TypedDict):
     """One per model request (§1.5); the hashes and counts are optional for hand-written records."""
 
     timestamp: str
@@ -109,27 +114,29 @@ class RequestFingerprint(_Entry):
     agentName: str
     providerName: str
     model: str
-    runtimeVersion: str | None = None
-    fingerprintSchemaVersion: str | None = None
+    runtimeVersion: NotRequired[str | None]
+    fingerprintSchemaVersion: NotRequired[str | None]
     requestHash: str
-    systemPromptHash: str | None = None
-    messagesHash: str | None = None
-    toolsHash: str | None = None
-    modelSettingsHash: str | None = None
-    messageCount: Number | None = None
-    toolCount: Number | None = None
+    systemPromptHash: NotRequired[str | None]
+    messagesHash: NotRequired[str | None]
+    toolsHash: NotRequired[str | None]
+    modelSettingsHash: NotRequired[str | None]
+    messageCount: NotRequired[Number | None]
+    toolCount: NotRequired[Number | None]
 
 
-class PolicyResource(_Entry):
+@with_config(_CONFIG)
+class PolicyResource(TypedDict):
     """What a policy decision was about: a tool name or a handoff's target agent name."""
 
     kind: str
     name: str
-    action: str | None = None
-    resourceId: str | None = None
+    action: NotRequired[str | None]
+    resourceId: NotRequired[str | None]
 
 
-class PolicyDecision(_Entry):
+@with_config(_CONFIG)
+class PolicyDecision(TypedDict):
     """One tool or handoff policy evaluation (§1.6). ``publicReason``/``resultMode`` are absent in
     legacy records, ``denyMode`` is the pre-0.1.0 name, ``handoffApplied`` is newer than 0.2.8."""
 
@@ -138,44 +145,50 @@ class PolicyDecision(_Entry):
     callId: str
     decision: str
     reason: str
-    publicReason: str | None = None
-    resultMode: str | None = None
-    denyMode: str | None = None
-    policyVersion: str | None = None
+    publicReason: NotRequired[str | None]
+    resultMode: NotRequired[str | None]
+    denyMode: NotRequired[str | None]
+    policyVersion: NotRequired[str | None]
     resource: PolicyResource
-    expiresAt: str | None = None
-    metadata: Any = None
-    handoffApplied: bool | None = None
+    expiresAt: NotRequired[str | None]
+    metadata: NotRequired[Any]
+    handoffApplied: NotRequired[bool | None]
 
 
-class SuspendedProposal(_Entry):
+@with_config(_CONFIG)
+class SuspendedProposal(TypedDict):
     """One per ``require_approval`` outcome (§1.7); tool or handoff specific fields are extra."""
 
-    timestamp: str | None = None
+    timestamp: NotRequired[str | None]
     kind: str
-    runId: str | None = None
+    runId: NotRequired[str | None]
     turn: Number
     callId: str
-    agentName: str | None = None
-    proposalHash: str | None = None
-    reason: str | None = None
+    agentName: NotRequired[str | None]
+    proposalHash: NotRequired[str | None]
+    reason: NotRequired[str | None]
 
 
-class GuardrailDecision(_Entry):
+@with_config(_CONFIG)
+class GuardrailDecision(TypedDict):
     """One output-guardrail evaluation (§1.8)."""
 
     timestamp: str
     turn: Number
     guardrailName: str
     decision: str
-    reason: str | None = None
-    metadata: Any = None
+    reason: NotRequired[str | None]
+    metadata: NotRequired[Any]
 
 
-class RunRecord(_Entry):
+class RunRecord(BaseModel):
     """An aioc RunRecord (0.2.x, legacy and newer fields). Unknown fields are kept in
     ``model_extra``. Use the validated JSON dict, not this model, for hashing and comparison:
-    the model normalizes numbers to floats and cannot tell an absent key from ``null``."""
+    the model normalizes numbers to floats and cannot tell an absent key from ``null``. Entries
+    (items, decisions, …) are validated typed dicts, which keeps validating every ingested record
+    cheap: one model object per record."""
+
+    model_config = _CONFIG
 
     runId: str
     startedAt: str
