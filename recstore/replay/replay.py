@@ -355,11 +355,13 @@ def replay_run(
     context: Any = None,
     run_id: str | None = None,
     clock: Callable[[], str] | None = None,
+    tool_executor: Callable[[Tool, Any, PolicyInput], Any] | None = None,
 ) -> ReplayOutcome:
     """Replay ``source_record`` (JSON form) against ``candidate`` in ``mode``.
 
     ``provider`` overrides the candidate's provider settings (default: the ``recorded``
-    provider). ``context`` overrides the source's ``contextSnapshot``. The replay record's
+    provider). ``context`` overrides the source's ``contextSnapshot``. ``tool_executor`` replaces
+    the aioc tape in strict/hybrid mode (other matching rules, e.g. agentuse's). The replay record's
     ``metadata`` is ``{replayOfRunId, harness, **metadata_overrides}``.
     """
     if mode not in MODES:
@@ -372,6 +374,8 @@ def replay_run(
     calls: list[ServedCall] = []
     if mode == "live":
         executor = _live_executor(calls)
+    elif tool_executor is not None:
+        executor = tool_executor
     else:
         tape_executor = _TapeExecutor(tape, mode, stats, on_missing)
         calls = tape_executor.calls
