@@ -11,6 +11,7 @@ from recstore.errors import InputError
 from recstore.records import analyze
 from recstore.records.render import dumps_json, render_analysis
 from recstore.store import Store
+from recstore.store.ingest import DEFAULT_BATCH_SIZE
 
 _LOCK_TIMEOUT = click.option(
     "--lock-timeout",
@@ -41,7 +42,9 @@ def _parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
 
 @cli.command("ingest")
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the batch (repeatable).")
+@click.option(
+    "--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the batch (repeatable)."
+)
 @click.option(
     "--format",
     "fmt",
@@ -50,11 +53,23 @@ def _parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
     show_default=True,
     help="Input format; auto treats directories holding agentuse sessions as agentuse trees.",
 )
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=DEFAULT_BATCH_SIZE,
+    show_default=True,
+    help="Records per transaction (a killed ingest keeps whole batches only).",
+)
 @_JSON
 @_LOCK_TIMEOUT
 @click.pass_context
 def ingest(
-    ctx: click.Context, paths: tuple[str, ...], tags: tuple[str, ...], fmt: str, as_json: bool,
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    tags: tuple[str, ...],
+    fmt: str,
+    batch_size: int,
+    as_json: bool,
     lock_timeout: float,
 ) -> None:
     """Append run records to the store: .json, .jsonl/.ndjson (optionally .gz), directories
@@ -67,7 +82,10 @@ def ingest(
     Example: recstore ingest ~/.local/share/agentuse --format agentuse
     """
     summary = _store(ctx, lock_timeout).ingest(
-        list(paths), tags=_parse_tags(tags), format=None if fmt == "auto" else fmt
+        list(paths),
+        tags=_parse_tags(tags),
+        format=None if fmt == "auto" else fmt,
+        batch_size=batch_size,
     )
     if as_json:
         payload = summary.to_dict()

@@ -6,19 +6,76 @@ them as floats), lone surrogates and ``1e400`` all take the exact stdlib path.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import uuid
 from typing import Any
 
 import orjson
 
-from recstore.canonical import JSONParseError, loads_strict
+from recstore.canonical import JSONParseError, canonical_json, loads_strict
 
-__all__ = ["dumps_json", "loads_json", "parse_json_bytes"]
+__all__ = [
+    "canonical_json_fast",
+    "dumps_json",
+    "loads_json",
+    "parse_json_bytes",
+    "sha256_canonical_fast",
+    "sha256_canonical_record",
+]
 
 # A run of 16+ digits may be an integer orjson would round; such text uses the exact parser.
 _LONG_DIGITS = re.compile(r"\d{16}")
 _LONG_DIGITS_BYTES = re.compile(rb"\d{16}")
+
+
+# Where orjson's sorted output may differ from aioc's canonical JSON (recstore.canonical): a
+# float token (JS prints 1.0 as 1, 1e21 as 1e+21, ...), an int of 16+ digits (JS rounds through
+# a double), an array-index key like "9" (JS puts those first, numerically), "__proto__" (JS
+# drops it), or a key with a character in U+E000..U+FFFF (code-point order then differs from
+# UTF-16 order). Matches inside string values only cost a needless fallback, never a wrong
+# answer: in compact JSON an unescaped `"` followed by `:` only ever ends a key.
+_NOT_PLAIN = re.compile(
+    r"(?:^|[:,\[])-?\d+(?:\.\d+(?:[eE][+-]?\d+)?|[eE][+-]?\d+)(?:[,\]}]|$)"
+    r'|(?:^|[:,\[])-?\d{16}|"\d+":|"__proto__":'
+)
+_HIGH_BMP = re.compile("[\ue000-\uffff]")
+_KEY = re.compile(r'"((?:[^"\\]|\\.)*)":')
+
+
+def canonical_json_fast(value: Any) -> str:
+    """:func:`recstore.canonical.canonical_json`, via orjson for the (common) values where the
+    two provably agree; otherwise the exact implementation."""
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+    except TypeError:  # lone surrogates or ints beyond 64 bits
+        return canonical_json(value)
+    if _NOT_PLAIN.search(text) or (
+        _HIGH_BMP.search(text) and any(_HIGH_BMP.search(k) for k in _KEY.findall(text))
+    ):
+        return canonical_json(value)
+    return text
+
+
+def sha256_canonical_fast(value: Any) -> str:
+    """SHA-256 hex of :func:`canonical_json_fast` (= ``recstore.canonical.sha256_canonical``)."""
+    return hashlib.sha256(canonical_json_fast(value).encode("utf-8")).hexdigest()
+
+
+# Stands in for one field while the rest of a record is canonicalized; random, so no record
+# value can contain its canonical text.
+_PLACEHOLDER = f"\x00recstore-{uuid.uuid4().hex}\x00"
+_PLACEHOLDER_JSON = canonical_json(_PLACEHOLDER)
+
+
+def sha256_canonical_record(record: dict, key: str, element_canons: list[str]) -> str:
+    """``sha256_canonical(record)`` reusing the canonical JSON already computed for each element
+    of ``record[key]`` (a list): the record is canonicalized with a placeholder for that list,
+    which is then spliced in."""
+    text = canonical_json_fast({**record, key: _PLACEHOLDER})
+    spliced = text.replace(_PLACEHOLDER_JSON, "[" + ",".join(element_canons) + "]", 1)
+    return hashlib.sha256(spliced.encode("utf-8")).hexdigest()
 
 
 def parse_json_bytes(data: bytes) -> tuple[Any, str | None]:

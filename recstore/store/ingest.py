@@ -24,11 +24,10 @@ from typing import Any, Protocol
 import duckdb
 import pyarrow as pa
 
-from recstore.canonical import sha256_canonical
 from recstore.errors import InputError
 from recstore.formats.aioc import json_type_name, validate_run_record
 from recstore.formats.events import Event, record_to_events
-from recstore.formats.jsontext import dumps_json
+from recstore.formats.jsontext import canonical_json_fast, dumps_json, sha256_canonical_record
 from recstore.formats.reader import RawInput
 from recstore.store.projection import PROJECTION_TABLES, RunContext, project_record
 from recstore.store.tables import insert_rows
@@ -316,7 +315,8 @@ class BatchWriter:
     ) -> str:
         run_id = record["runId"]
         key = run_key_for("aioc", run_id)
-        record_hash = sha256_canonical(record)
+        item_canons = [canonical_json_fast(item) for item in record["items"]]
+        record_hash = sha256_canonical_record(record, "items", item_canons)
         current = self._current.get(key)
         if current is not None and current[0] == record_hash:
             self.summary.duplicate += 1
@@ -359,7 +359,7 @@ class BatchWriter:
         )
         if current is not None and key not in self._projections:
             self._replaced_in_db.add(key)
-        self._projections[key] = project_record(record, ctx, events)
+        self._projections[key] = project_record(record, ctx, events, item_canons)
         for link in lineage:
             if link.get("child", run_id) in (run_id, key):
                 self._lineage.append(_lineage_row(link, key, revision, source_id))

@@ -12,9 +12,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from recstore.canonical import canonical_json
 from recstore.formats.events import Event
-from recstore.formats.jsontext import dumps_json
+from recstore.formats.jsontext import canonical_json_fast, dumps_json
 from recstore.records import RecordAnalysis, analyze
 
 __all__ = ["PROJECTION_TABLES", "RunContext", "project_record"]
@@ -96,18 +95,19 @@ def _list(record: dict, key: str) -> list:
     return value if isinstance(value, list) else []
 
 
-def _prefix_hashes(items: list, count: int | None) -> tuple[str, list[tuple[int, str]]]:
-    """sha256 of canonical ``items`` and of ``items[:k]`` for every k in 1..count.
+def _prefix_hashes(item_canons: list[str], count: int | None) -> tuple[str, list[tuple[int, str]]]:
+    """sha256 of canonical ``items`` and of ``items[:k]`` for every k in 1..count, given each
+    item's canonical JSON.
 
     One pass: canonical JSON of a list is ``[`` + elements joined by ``,`` + ``]``, so each prefix
     hash is a copy of the running hasher closed with ``]``."""
     running = hashlib.sha256(b"[")
     prefixes: list[tuple[int, str]] = []
     limit = count or 0
-    for k, item in enumerate(items, start=1):
+    for k, canon in enumerate(item_canons, start=1):
         if k > 1:
             running.update(b",")
-        running.update(canonical_json(item).encode("utf-8"))
+        running.update(canon.encode("utf-8"))
         if k <= limit:
             closed = running.copy()
             closed.update(b"]")
@@ -116,11 +116,14 @@ def _prefix_hashes(items: list, count: int | None) -> tuple[str, list[tuple[int,
     return running.hexdigest(), prefixes
 
 
-def project_record(record: dict, ctx: RunContext, events: list[Event]) -> dict[str, list[dict]]:
+def project_record(
+    record: dict, ctx: RunContext, events: list[Event], item_canons: list[str] | None = None
+) -> dict[str, list[dict]]:
     """All projection rows of one record: ``{table: [row, ...]}``.
 
     ``events`` are the record's events as stored (seq ``ctx.first_seq + position``); rows that
-    come from one event carry its seq and reuse its payload text.
+    come from one event carry its seq and reuse its payload text. ``item_canons`` (the canonical
+    JSON of each item) saves recomputing it when the caller already has it.
     """
     seq_of = {
         (e.type, e.idx): (ctx.first_seq + j, e.payload_text)
@@ -129,7 +132,9 @@ def project_record(record: dict, ctx: RunContext, events: list[Event]) -> dict[s
     }
     analysis = analyze(record)
     items = record["items"]
-    items_hash, prefixes = _prefix_hashes(items, analysis.scope.count)
+    if item_canons is None:
+        item_canons = [canonical_json_fast(item) for item in items]
+    items_hash, prefixes = _prefix_hashes(item_canons, analysis.scope.count)
     rows: dict[str, list[dict]] = {
         "runs": [_run_row(record, analysis, ctx, items_hash)],
         "items": _item_rows(record, analysis, ctx, seq_of),
@@ -141,8 +146,13 @@ def project_record(record: dict, ctx: RunContext, events: list[Event]) -> dict[s
         "prompt_snapshots": _snapshot_rows(record, ctx, seq_of),
         "suspended_proposals": _proposal_rows(record, ctx, seq_of),
         "findings": [
-            {"run_key": ctx.run_key, "finding_index": i, "code": f.code, "message": f.message,
-             "path": f.path}
+            {
+                "run_key": ctx.run_key,
+                "finding_index": i,
+                "code": f.code,
+                "message": f.message,
+                "path": f.path,
+            }
             for i, f in enumerate(analysis.findings)
         ],
         "run_input_prefixes": [
@@ -204,15 +214,15 @@ def _run_row(record: dict, a: RecordAnalysis, ctx: RunContext, items_hash: str) 
     }
 
 
-def _item_rows(
-    record: dict, a: RecordAnalysis, ctx: RunContext, seq_of: _EventIndex
-) -> list[dict]:
+def _item_rows(record: dict, a: RecordAnalysis, ctx: RunContext, seq_of: _EventIndex) -> list[dict]:
     turn_of_item: dict[int, Any] = {}
     for req in a.requests:
         for k in range(req.output_start, req.output_end):
             turn_of_item[k] = req.turn
-    input_end = a.scope.count if a.scope.count is not None else (
-        a.requests[0].output_start if a.requests else 0
+    input_end = (
+        a.scope.count
+        if a.scope.count is not None
+        else (a.requests[0].output_start if a.requests else 0)
     )
     rows = []
     for i, item in enumerate(record["items"]):
@@ -366,9 +376,7 @@ def _policy_rows(
     return rows
 
 
-def _guardrail_rows(
-    record: dict, ctx: RunContext, seq_of: _EventIndex
-) -> list[dict]:
+def _guardrail_rows(record: dict, ctx: RunContext, seq_of: _EventIndex) -> list[dict]:
     rows = []
     for i, g in enumerate(_list(record, "guardrailDecisions")):
         gg = _dict(g)
@@ -389,9 +397,7 @@ def _guardrail_rows(
     return rows
 
 
-def _snapshot_rows(
-    record: dict, ctx: RunContext, seq_of: _EventIndex
-) -> list[dict]:
+def _snapshot_rows(record: dict, ctx: RunContext, seq_of: _EventIndex) -> list[dict]:
     rows = []
     for i, s in enumerate(_list(record, "promptSnapshots")):
         ss = _dict(s)
@@ -413,9 +419,7 @@ def _snapshot_rows(
     return rows
 
 
-def _proposal_rows(
-    record: dict, ctx: RunContext, seq_of: _EventIndex
-) -> list[dict]:
+def _proposal_rows(record: dict, ctx: RunContext, seq_of: _EventIndex) -> list[dict]:
     rows = []
     for i, p in enumerate(_list(record, "suspendedProposals")):
         pp = _dict(p)
