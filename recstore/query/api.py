@@ -110,7 +110,7 @@ def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
     """Run ``query`` on ``con``; rows stream as Arrow batches of ``batch_rows``."""
     try:
         relation = con.sql(query.sql)
-        reader = relation.fetch_record_batch(batch_rows)
+        reader = relation.to_arrow_reader(batch_rows)
     except duckdb.Error as exc:
         raise InputError(str(exc).splitlines()[0], source="query") from None
     return ResultStream(list(relation.columns), [str(t) for t in relation.types], iter(reader),
