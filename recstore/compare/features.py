@@ -1,0 +1,235 @@
+"""Per-record comparison features: the canonical-JSON hashes the set-based engine joins on.
+
+Each stored revision is reduced once to rows of the ``cmp_*_features`` tables
+(schema/010_compare.sql); comparisons then run as SQL over those rows. Every hash is sha256 of
+``recstore.canonical.canonical_json`` text, so two values hash equal exactly when aioc's
+``compareRunRecords`` sees them as equal.
+
+Example:
+    >>> f = record_features({"response": "ok", "items": [], "policyDecisions": []})
+    >>> f.run["response_length"], f.run["tool_call_count"], f.run["metadata_json"]
+    (2, 0, '{}')
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from recstore.canonical import canonical_json, sha256_canonical
+from recstore.records import extract_tool_calls, utf16_length
+from recstore.records.toolcalls import output_canonical
+
+__all__ = ["RecordFeatures", "ensure_features", "record_features", "store_features"]
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _text(value: Any) -> str | None:
+    """A value as storable text: strings as they are (lone surrogates escaped), else its JSON."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return canonical_json(value)[1:-1]
+    return canonical_json(value)
+
+
+def _or_empty(value: Any, empty: Any) -> Any:
+    return empty if value is None else value
+
+
+@dataclass
+class RecordFeatures:
+    """Feature rows of one record (``feature_id`` is filled when stored)."""
+
+    run: dict[str, Any]
+    calls: list[tuple] = field(default_factory=list)
+    entries: list[tuple] = field(default_factory=list)
+    fields: list[tuple] = field(default_factory=list)
+
+
+def _object_fields(section: str, index: int, value: Any, out: list[tuple]) -> None:
+    # aioc drops "__proto__" from canonical objects, so it never takes part in equality.
+    for key, item in value.items():
+        if key != "__proto__":
+            out.append((section, index, canonical_json(key), sha256_canonical(item)))
+
+
+def _entries(section: str, entries: list, out: RecordFeatures) -> None:
+    for index, entry in enumerate(entries):
+        is_object = isinstance(entry, dict)
+        resource = entry.get("resource") if is_object else None
+        resource = resource if isinstance(resource, dict) else {}
+        out.entries.append(
+            (
+                section,
+                index,
+                sha256_canonical(entry),
+                is_object,
+                _text(entry.get("decision")) if is_object else None,
+                _text(entry.get("reason")) if is_object else None,
+                _text(resource.get("kind")),
+                _text(resource.get("name")),
+            )
+        )
+        if is_object:
+            _object_fields(section, index, entry, out.fields)
+
+
+def record_features(
+    record: dict, *, run_key: str = "", record_hash: str = "", input_scope_hash: str | None = None
+) -> RecordFeatures:
+    """Reduce one JSON-form RunRecord to its comparison features (pure; no I/O)."""
+    metadata = _or_empty(record.get("metadata"), {})
+    metadata_json = canonical_json(metadata)
+    policy = _or_empty(record.get("policyDecisions"), [])
+    guardrails = _or_empty(record.get("guardrailDecisions"), [])
+    calls = extract_tool_calls(record)
+    out = RecordFeatures(
+        run={
+            "run_key": run_key,
+            "record_hash": record_hash,
+            "run_id": _text(record.get("runId")),
+            "status": _text(record.get("status")),
+            "started_text": _text(record.get("startedAt")),
+            "question_hash": sha256_canonical(record.get("question")),
+            "input_scope_hash": input_scope_hash,
+            "response_hash": sha256_canonical(record["response"]),
+            "response_length": utf16_length(record["response"]),
+            "metadata_json": metadata_json,
+            "metadata_hash": _hash(metadata_json),
+            "metadata_is_object": isinstance(metadata, dict),
+            "tool_call_count": len(calls),
+            "policy_count": len(policy),
+            "guardrail_count": len(guardrails),
+        }
+    )
+    for index, call in enumerate(calls):
+        out.calls.append(
+            (
+                index,
+                _text(call["name"]),
+                call["argsHash"],
+                call["hasOutput"],
+                _hash(output_canonical(call)) if call["hasOutput"] else None,
+            )
+        )
+    _entries("policy", policy, out)
+    _entries("guardrails", guardrails, out)
+    if isinstance(metadata, dict):
+        _object_fields("metadata", 0, metadata, out.fields)
+    return out
+
+
+_RUN_COLUMNS = [
+    "feature_id",
+    "run_key",
+    "record_hash",
+    "run_id",
+    "status",
+    "started_text",
+    "question_hash",
+    "input_scope_hash",
+    "response_hash",
+    "response_length",
+    "metadata_json",
+    "metadata_hash",
+    "metadata_is_object",
+    "tool_call_count",
+    "policy_count",
+    "guardrail_count",
+]
+_CALL_COLUMNS = ["feature_id", "call_index", "name", "args_hash", "has_output", "output_hash"]
+_ENTRY_COLUMNS = [
+    "feature_id",
+    "section",
+    "entry_index",
+    "entry_hash",
+    "is_object",
+    "decision",
+    "reason",
+    "resource_kind",
+    "resource_name",
+]
+_FIELD_COLUMNS = ["feature_id", "section", "entry_index", "field", "value_hash"]
+
+
+def _append(con: Any, table: str, columns: list[str], rows: list[tuple]) -> None:
+    if not rows:
+        return
+    arrow = pa.table({name: [r[i] for r in rows] for i, name in enumerate(columns)})
+    con.register("_cmp_append", arrow)
+    try:
+        con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM _cmp_append")
+    finally:
+        con.unregister("_cmp_append")
+
+
+def store_features(con: Any, features: Iterable[RecordFeatures]) -> dict[tuple[str, str], int]:
+    """Insert feature rows (one Arrow append per table); returns ``{(run_key, hash): id}``."""
+    features = list(features)
+    if not features:
+        return {}
+    ids = [
+        row[0]
+        for row in con.execute(
+            "SELECT nextval('cmp_feature_seq') FROM range(?)", [len(features)]
+        ).fetchall()
+    ]
+    runs, calls, entries, fields = [], [], [], []
+    for fid, feat in zip(ids, features, strict=True):
+        runs.append((fid, *(feat.run[c] for c in _RUN_COLUMNS[1:])))
+        calls.extend((fid, *row) for row in feat.calls)
+        entries.extend((fid, *row) for row in feat.entries)
+        fields.extend((fid, *row) for row in feat.fields)
+    _append(con, "cmp_run_features", _RUN_COLUMNS, runs)
+    _append(con, "cmp_call_features", _CALL_COLUMNS, calls)
+    _append(con, "cmp_entry_features", _ENTRY_COLUMNS, entries)
+    _append(con, "cmp_field_features", _FIELD_COLUMNS, fields)
+    return {
+        (f.run["run_key"], f.run["record_hash"]): fid for fid, f in zip(ids, features, strict=True)
+    }
+
+
+def ensure_features(con: Any, wanted: Iterable[tuple[str, str]], load: Any) -> dict[str, int]:
+    """Feature ids for ``(run_key, record_hash)`` revisions, computing the missing ones.
+
+    ``load(missing_run_keys) -> Iterable[(run_key, record_hash, record, input_scope_hash)]``
+    supplies records for revisions not yet reduced. Returns ``{run_key: feature_id}``.
+    """
+    wanted = list(dict.fromkeys(wanted))
+    if not wanted:
+        return {}
+    con.register(
+        "_cmp_wanted",
+        pa.table({"run_key": [w[0] for w in wanted], "record_hash": [w[1] for w in wanted]}),
+    )
+    try:
+        known = con.execute(
+            "SELECT w.run_key, min(f.feature_id) FROM _cmp_wanted w JOIN cmp_run_features f "
+            "USING (run_key, record_hash) GROUP BY w.run_key"
+        ).fetchall()
+    finally:
+        con.unregister("_cmp_wanted")
+    ids = dict(known)
+    missing = [key for key, _ in wanted if key not in ids]
+    if missing:
+        new = store_features(
+            con,
+            (
+                record_features(rec, run_key=key, record_hash=h, input_scope_hash=scope)
+                for key, h, rec, scope in load(missing)
+            ),
+        )
+        ids.update({key: fid for (key, _), fid in new.items()})
+    return ids

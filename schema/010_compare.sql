@@ -1,0 +1,128 @@
+-- recstore schema 010: bulk comparison (recstore/compare/).
+--
+-- Two groups of tables:
+--  * cmp_*_features: per stored revision (run_key, record_hash), the canonical-JSON hashes the
+--    set-based engine compares. They are a cache derived from the records (rebuildable: delete
+--    the rows and the next comparison recomputes them); hashes are sha256 of exactly the text
+--    recstore.canonical.canonical_json produces, so equality here is aioc's equality.
+--  * cmp_comparisons / cmp_pairs / cmp_unpaired: every recorded comparison, its options,
+--    filters, pairing rule, the store's last event seq as a snapshot, and one row per pair.
+-- Public, queryable views: comparisons, comparison_pairs, comparison_unpaired.
+
+CREATE SEQUENCE IF NOT EXISTS cmp_feature_seq START 1;
+CREATE SEQUENCE IF NOT EXISTS cmp_comparison_seq START 1;
+
+CREATE TABLE IF NOT EXISTS cmp_run_features (
+    feature_id         BIGINT NOT NULL,       -- surrogate key used by the per-pair joins
+    run_key            VARCHAR NOT NULL,
+    record_hash        VARCHAR NOT NULL,      -- runs.record_hash of the revision it describes
+    run_id             VARCHAR,
+    status             VARCHAR,
+    started_text       VARCHAR,
+    question_hash      VARCHAR,               -- sha256 of canonical JSON of question
+    input_scope_hash   VARCHAR,               -- sha256 of canonical JSON of items[:scope]; NULL if unknown
+    response_hash      VARCHAR NOT NULL,      -- sha256 of canonical JSON of response
+    response_length    INTEGER NOT NULL,      -- UTF-16 code units, as aioc's metrics count
+    metadata_json      VARCHAR NOT NULL,      -- canonical JSON of metadata ?? {}
+    metadata_hash      VARCHAR NOT NULL,
+    metadata_is_object BOOLEAN NOT NULL,
+    tool_call_count    INTEGER NOT NULL,
+    policy_count       INTEGER NOT NULL,
+    guardrail_count    INTEGER NOT NULL
+);
+
+-- One row per extracted tool call (aioc extractToolCalls order, orphans included).
+CREATE TABLE IF NOT EXISTS cmp_call_features (
+    feature_id  BIGINT NOT NULL,
+    call_index  INTEGER NOT NULL,
+    name        VARCHAR,
+    args_hash   VARCHAR NOT NULL,
+    has_output  BOOLEAN NOT NULL,
+    output_hash VARCHAR                       -- NULL without output; "[undefined]" when the key is absent
+);
+
+-- One row per policy / guardrail decision entry (section = 'policy' | 'guardrails').
+CREATE TABLE IF NOT EXISTS cmp_entry_features (
+    feature_id    BIGINT NOT NULL,
+    section       VARCHAR NOT NULL,
+    entry_index   INTEGER NOT NULL,
+    entry_hash    VARCHAR NOT NULL,           -- sha256 of canonical JSON of the whole entry
+    is_object     BOOLEAN NOT NULL,
+    decision      VARCHAR,                    -- outcome fields, for the aggregate report
+    reason        VARCHAR,
+    resource_kind VARCHAR,
+    resource_name VARCHAR
+);
+
+-- Top-level fields of object entries and of metadata (section 'metadata', entry_index 0):
+-- what --ignore policy.timestamp / metadata.<key> needs to compare entries minus some fields.
+CREATE TABLE IF NOT EXISTS cmp_field_features (
+    feature_id  BIGINT NOT NULL,
+    section     VARCHAR NOT NULL,
+    entry_index INTEGER NOT NULL,
+    field       VARCHAR NOT NULL,             -- the key as canonical JSON (a quoted string)
+    value_hash  VARCHAR NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS cmp_comparisons (
+    comparison_id     BIGINT NOT NULL,
+    created_at        TIMESTAMP NOT NULL,
+    baseline_filter   VARCHAR,
+    candidate_filter  VARCHAR,
+    pair_by           VARCHAR NOT NULL,       -- metadata.<path> | question | input_scope | lineage | explicit
+    duplicates        VARCHAR NOT NULL,       -- latest | all
+    sections          JSON NOT NULL,          -- compared aioc sections
+    ignore_paths      JSON NOT NULL,
+    classification    JSON NOT NULL,          -- the pass/warn/fail rule used
+    snapshot_seq      BIGINT,                 -- the store's last event seq when it ran
+    pair_count        INTEGER NOT NULL,
+    unpaired_baseline INTEGER NOT NULL,
+    unpaired_candidate INTEGER NOT NULL,
+    duplicate_runs    INTEGER NOT NULL,
+    failed_pairs      INTEGER NOT NULL,
+    aggregate         JSON NOT NULL           -- the aggregate report (counts, rates, statistics)
+);
+
+CREATE TABLE IF NOT EXISTS cmp_pairs (
+    comparison_id            BIGINT NOT NULL,
+    pair_index               INTEGER NOT NULL,
+    pair_key                 VARCHAR,
+    baseline_run_key         VARCHAR NOT NULL,
+    candidate_run_key        VARCHAR NOT NULL,
+    baseline_record_hash     VARCHAR NOT NULL,
+    candidate_record_hash    VARCHAR NOT NULL,
+    equal                    BOOLEAN NOT NULL,
+    same_final_response      BOOLEAN NOT NULL,
+    same_tool_call_shape     BOOLEAN NOT NULL,
+    same_policy_decisions    BOOLEAN NOT NULL,
+    same_guardrail_decisions BOOLEAN NOT NULL,
+    same_metadata            BOOLEAN NOT NULL,
+    same_tool_outputs        BOOLEAN NOT NULL,
+    response_length_a        INTEGER NOT NULL,
+    response_length_b        INTEGER NOT NULL,
+    tool_calls_a             INTEGER NOT NULL,
+    tool_calls_b             INTEGER NOT NULL,
+    matched_tool_calls       INTEGER NOT NULL,
+    missing_tool_calls       INTEGER NOT NULL,
+    extra_tool_calls         INTEGER NOT NULL,
+    difference_count         INTEGER NOT NULL,   -- len(compare_records(...)["differences"])
+    first_divergence_index   INTEGER,            -- first tool-call position whose name/args differ
+    first_divergence_tool_a  VARCHAR,
+    first_divergence_tool_b  VARCHAR,
+    status_a                 VARCHAR,
+    status_b                 VARCHAR,
+    classification           VARCHAR NOT NULL    -- pass | warn | fail
+);
+
+-- Runs left out of the pairing, and duplicate runs of one key on one side (with the rule used).
+CREATE TABLE IF NOT EXISTS cmp_unpaired (
+    comparison_id BIGINT NOT NULL,
+    side          VARCHAR NOT NULL,           -- baseline | candidate
+    run_key       VARCHAR NOT NULL,
+    pair_key      VARCHAR,
+    reason        VARCHAR NOT NULL            -- no_match | no_key | duplicate_dropped | duplicate_paired
+);
+
+CREATE OR REPLACE VIEW comparisons AS SELECT * FROM cmp_comparisons;
+CREATE OR REPLACE VIEW comparison_pairs AS SELECT * FROM cmp_pairs;
+CREATE OR REPLACE VIEW comparison_unpaired AS SELECT * FROM cmp_unpaired;
