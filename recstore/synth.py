@@ -779,7 +779,7 @@ def write_corpus(path: str | Path, n: int, seed: int = 0, variant: str = "baseli
     in ``.gz`` (with a fixed header, so equal corpora are equal bytes)."""
     path = Path(path)
     with open(path, "wb") as raw:
-        binary = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if path.suffix == ".gz" else raw
+        binary = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) if path.suffix == ".gz" else raw
         with binary, io.TextIOWrapper(binary, encoding="utf-8", newline="\n") as fh:
             for record in generate_corpus(n, seed, variant):
                 fh.write(ndjson_line(record))

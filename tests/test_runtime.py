@@ -612,6 +612,8 @@ def test_parse_tool_arguments_like_aioc():
     assert parse_tool_arguments("NaN") == {"__raw": "NaN"}
     assert parse_tool_arguments(" null ") is None and parse_tool_arguments("[1]") == [1]
     assert parse_tool_arguments("2.5") == 2.5
+    assert parse_tool_arguments('{"x":1e400,"y":-1e999}') == {"x": None, "y": None}  # JSON form of ±Infinity
+    assert list(parse_tool_arguments('{"b":1,"10":2,"9":3,"01":4}')) == ["9", "10", "b", "01"]
 
 
 def test_clock_and_id_factory_make_runs_deterministic():

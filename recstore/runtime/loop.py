@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -103,9 +104,21 @@ def parse_tool_arguments(raw: str) -> Any:
     if not trimmed:
         return {}
     try:
-        return json.loads(trimmed, object_pairs_hook=_js_object, parse_constant=_reject_constant)
+        return _ARGUMENT_DECODER.decode(trimmed)
     except (ValueError, RecursionError):
         return {"__raw": raw}
+
+
+def _js_float(text: str) -> float | None:
+    """A JSON number literal as ``JSON.parse`` reads it: ``1e400`` is Infinity, which becomes
+    ``null`` in the record's JSON form (keeping ``inf`` would make the record invalid JSON)."""
+    value = float(text)
+    return None if value in (math.inf, -math.inf) else value
+
+
+_ARGUMENT_DECODER = json.JSONDecoder(
+    object_pairs_hook=_js_object, parse_constant=_reject_constant, parse_float=_js_float
+)
 
 
 def question_of(input_items: str | Sequence[dict]) -> str:
