@@ -291,6 +291,16 @@ def test_decisions_join_by_turn_and_call_id_when_call_ids_repeat():
     ]
 
 
+def test_records_without_fingerprints_join_decisions_by_call_id(aioc_records):
+    rec = copy.deepcopy(aioc_records["tool-allow"])
+    rec["requestFingerprints"], rec["promptSnapshots"] = [], []
+    rec["inputItemCount"] = 1
+    analysis = analyze(rec)
+    (call,) = analysis.tool_calls
+    assert (call.request_index, call.policy_decision_index, call.decision) == (None, 0, "allow")
+    assert "policy_decision_unjoined" not in [f.code for f in analysis.findings]
+
+
 def test_envelope_status_and_suspended_proposal_join(aioc_records):
     analysis = analyze(aioc_records["v-approval-and-soft-deny"])
     lookup, handoff = analysis.tool_calls

@@ -374,7 +374,7 @@ def visits(record: dict) -> list[Visit]:
     return _visits(record, handoff_transitions(record), requests(record))
 
 
-def envelope_of(output: Any) -> tuple[str | None, Any]:
+def envelope_of(output: Any) -> tuple[str, Any]:
     """``(status, code)`` of an aioc tool-result envelope, or ``("raw", None)`` for any other
     output (legacy records)."""
     if (
@@ -419,6 +419,15 @@ class _TurnCallQueues:
         self.joined[entry] = tool_call_index
         return entry
 
+    def take_any_turn(self, call_id: Any, tool_call_index: int) -> int | None:
+        """The first unjoined entry with this callId whatever its turn (records without
+        request fingerprints have no turns to join by)."""
+        keys = [key for key, queue in self._queues.items() if key[1] == call_id and queue]
+        if not keys:
+            return None
+        key = min(keys, key=lambda k: self._queues[k][0])
+        return self.take(key[0], call_id, tool_call_index)
+
 
 def analyze(record: dict) -> RecordAnalysis:
     """The whole structure of one JSON-form record: scope, requests, transitions, visits, tool
@@ -429,33 +438,14 @@ def analyze(record: dict) -> RecordAnalysis:
     reqs = _requests(record, findings)
     transitions = _transitions(record, findings)
     all_visits = _visits(record, transitions, reqs)
-    visit_of_request = [_visit_for_turn(all_visits, r.turn).index for r in reqs]
-
-    owner: list[int | None] = [None] * len(items)
-    for r in reqs:
-        for k in range(r.output_start, r.output_end):
-            owner[k] = r.index
+    visit_of_request = [_visit_for_turn(all_visits, r.turn) for r in reqs]
 
     policy = record.get("policyDecisions") or []
     proposals = record.get("suspendedProposals") or []
-    policy_queues = _TurnCallQueues(policy)
-    proposal_queues = _TurnCallQueues(proposals)
-    input_end = scope.count if scope.count is not None else (reqs[0].output_start if reqs else 0)
+    joiner = _CallJoiner(len(items), scope, reqs, visit_of_request, policy, proposals)
     calls, positions = locate_tool_calls(items)
     joins = [
-        _join_call(
-            i,
-            call,
-            pos,
-            input_end,
-            owner,
-            reqs,
-            visit_of_request,
-            all_visits,
-            policy,
-            policy_queues,
-            proposal_queues,
-        )
+        joiner.join(i, call, pos)
         for i, (call, pos) in enumerate(zip(calls, positions, strict=True))
     ]
 
@@ -463,8 +453,10 @@ def analyze(record: dict) -> RecordAnalysis:
     for r in reqs:
         if _is_number(r.turn):
             turn_to_request.setdefault(r.turn, r.index)
-    policy_joins = _decision_joins("policy", policy, turn_to_request, policy_queues.joined)
-    proposal_joins = _decision_joins("proposal", proposals, turn_to_request, proposal_queues.joined)
+    policy_joins = _decision_joins("policy", policy, turn_to_request, joiner.policy.joined)
+    proposal_joins = _decision_joins(
+        "proposal", proposals, turn_to_request, joiner.proposals.joined
+    )
     guardrail_joins = _decision_joins(
         "guardrail", record.get("guardrailDecisions") or [], turn_to_request, {}
     )
@@ -492,55 +484,70 @@ def analyze(record: dict) -> RecordAnalysis:
     return analysis
 
 
-def _join_call(
-    index: int,
-    call: dict,
-    position: list[int | None],
-    input_end: int,
-    owner: list[int | None],
-    reqs: list[Request],
-    visit_of_request: list[int],
-    all_visits: list[Visit],
-    policy: list,
-    policy_queues: _TurnCallQueues,
-    proposal_queues: _TurnCallQueues,
-) -> ToolCallJoin:
-    call_at, output_at = position
-    anchor = call_at if call_at is not None else output_at
-    join = ToolCallJoin(
-        index, call, call_at, output_at, in_input=anchor is not None and anchor < input_end
-    )
-    request_index = owner[anchor] if anchor is not None else None
-    if request_index is not None and not join.in_input:
-        req = reqs[request_index]
-        join.request_index = request_index
-        join.request_turn = req.turn
-        join.visit_index = visit_of_request[request_index]
-        join.agent = all_visits[join.visit_index].agent
-        join.policy_decision_index = policy_queues.take(req.turn, call.get("callId"), index)
-        join.suspended_proposal_index = proposal_queues.take(req.turn, call.get("callId"), index)
-    decision = (
-        policy[join.policy_decision_index] if join.policy_decision_index is not None else None
-    )
-    if decision is not None:
-        join.decision = decision.get("decision")
-        resource = decision.get("resource")
-        if isinstance(resource, dict) and resource.get("kind") == "handoff":
-            join.is_handoff, join.handoff_target = True, resource.get("name")
-    if call["hasOutput"]:
-        join.envelope_status, join.envelope_code = envelope_of(call.get("output"))
-        if (
-            not join.is_handoff
-            and (target := _handoff_target_from_output(call.get("output"))) is not None
-        ):
-            join.is_handoff, join.handoff_target = True, target
-    if (
-        not join.is_handoff
-        and isinstance(call.get("name"), str)
-        and call["name"].startswith("handoff_to_")
-    ):
-        join.is_handoff = True  # the target cannot be recovered from a sanitized tool name (§1.3)
-    return join
+class _CallJoiner:
+    """Joins each extracted tool call to its request, visit, agent, policy decision, suspended
+    proposal, handoff target and envelope (§8.2.5)."""
+
+    def __init__(
+        self,
+        n_items: int,
+        scope: InputScope,
+        reqs: list[Request],
+        visit_of_request: list[Visit],
+        policy: list,
+        proposals: list,
+    ) -> None:
+        self.reqs = reqs
+        self.visit_of_request = visit_of_request
+        self.owner: list[int | None] = [None] * n_items
+        for r in reqs:
+            self.owner[r.output_start : r.output_end] = [r.index] * (r.output_end - r.output_start)
+        self.input_end = (
+            scope.count if scope.count is not None else (reqs[0].output_start if reqs else 0)
+        )
+        self.decisions = policy
+        self.policy = _TurnCallQueues(policy)
+        self.proposals = _TurnCallQueues(proposals)
+
+    def join(self, index: int, call: dict, position: list[int | None]) -> ToolCallJoin:
+        call_at, output_at = position
+        anchor = call_at if call_at is not None else output_at
+        join = ToolCallJoin(index, call, call_at, output_at, in_input=anchor < self.input_end)
+        if not join.in_input:
+            self._join_request(join, self.owner[anchor])
+        self._join_outcome(join)
+        return join
+
+    def _join_request(self, join: ToolCallJoin, request_index: int | None) -> None:
+        call_id = join.call.get("callId")
+        if request_index is None:
+            if not self.reqs:  # nothing to join by turn: fall back to the callId alone
+                join.policy_decision_index = self.policy.take_any_turn(call_id, join.index)
+                join.suspended_proposal_index = self.proposals.take_any_turn(call_id, join.index)
+            return
+        req = self.reqs[request_index]
+        visit = self.visit_of_request[request_index]
+        join.request_index, join.request_turn = request_index, req.turn
+        join.visit_index, join.agent = visit.index, visit.agent
+        join.policy_decision_index = self.policy.take(req.turn, call_id, join.index)
+        join.suspended_proposal_index = self.proposals.take(req.turn, call_id, join.index)
+
+    def _join_outcome(self, join: ToolCallJoin) -> None:
+        call = join.call
+        if join.policy_decision_index is not None:
+            decision = self.decisions[join.policy_decision_index]
+            join.decision = decision.get("decision")
+            resource = decision.get("resource")
+            if isinstance(resource, dict) and resource.get("kind") == "handoff":
+                join.is_handoff, join.handoff_target = True, resource.get("name")
+        if call["hasOutput"]:
+            join.envelope_status, join.envelope_code = envelope_of(call.get("output"))
+            target = _handoff_target_from_output(call.get("output"))
+            if not join.is_handoff and target is not None:
+                join.is_handoff, join.handoff_target = True, target
+        name = call.get("name")
+        if not join.is_handoff and isinstance(name, str) and name.startswith("handoff_to_"):
+            join.is_handoff = True  # the target cannot be recovered from a sanitized name (§1.3)
 
 
 def _decision_joins(
@@ -558,7 +565,9 @@ def _decision_joins(
     return out
 
 
-def _check_consistency(record: dict, analysis: RecordAnalysis, visit_of_request: list[int]) -> None:
+def _check_consistency(
+    record: dict, analysis: RecordAnalysis, visit_of_request: list[Visit]
+) -> None:
     """§8.2.6 and §1.11 invariants, reported as findings."""
     findings = analysis.findings
     snapshots = record.get("promptSnapshots") or []
@@ -579,7 +588,7 @@ def _check_consistency(record: dict, analysis: RecordAnalysis, visit_of_request:
                     f"$.requestFingerprints[{req.index}].turn",
                 )
             )
-        expected = analysis.visits[visit_of_request[req.index]].agent
+        expected = visit_of_request[req.index].agent
         if req.agent != expected:
             findings.append(
                 Finding(
