@@ -8,7 +8,7 @@ follows one scenario of ``SCENARIOS``; the first ``len(SCENARIOS)`` cases cover 
 ``variant="candidate"`` runs the same cases (same caseId, question, input, context, timestamps
 and metadata) through a changed agent graph: every agent's ``promptVersion`` moves to ``v2`` and
 its instructions gain a sentence (visible in snapshots and fingerprints, outside compare's
-sections), and about 40% of cases get one controlled behaviour change, declared by
+sections), and about a fifth of the cases get one controlled behaviour change, declared by
 ``case_changes``:
 
 * ``tool_argument`` — one allowed tool call gets a different argument value (same tool);
@@ -292,7 +292,6 @@ class _Plan:
     index: int
     scenario: str
     suite: _Suite
-    start: str
     input: str | list[dict]
     turns: list[list[_Call] | str] = field(default_factory=list)
     context: dict = field(default_factory=dict)
@@ -366,27 +365,26 @@ class _Draw:
         return self.fill(self.pick(_ANSWERS))
 
 
-def _tool_call(draw: _Draw, name: str) -> _Call:
-    r = draw.rng
-    args = {
-        "lookup_customer": lambda: {"customerId": f"C-{r.randint(1, 999)}"},
-        "search_docs": lambda: {"query": r.choice(["reset password", "billing cycle", "vpn setup", "sla"]),
-                                "limit": r.randint(1, 5)},
-        "get_invoice": lambda: {"invoiceId": f"INV-{r.randint(1000, 9999)}"},
-        "refund": lambda: {"customerId": f"C-{r.randint(1, 999)}", "amount": r.randint(100, 99999) / 100},
-        "run_diagnostic": lambda: {"target": f"edge-{r.randint(1, 40)}.example.net"},
-        "web_search": lambda: {"q": r.choice(_TOPICS)},
-        "fetch_document": lambda: {"url": f"https://example.org/doc/{r.randint(1, 500)}", "maxRows": r.randint(2, 12)},
-        "get_finance_report": lambda: {"reportId": f"Q{r.randint(1, 4)}-202{r.randint(4, 6)}"},
-        "get_stock_quote": lambda: {"symbol": r.choice(["ACME", "GLOBX", "ÆON", "ZEN"])},
-        "echo": lambda: {"text": r.choice(["ok", "héllo", "数据"])},
-        "get_time": lambda: {"tz": r.choice(["UTC", "Europe/Rome", "Asia/Tokyo"])},
-    }[name]()
-    return _Call(name, args, draw.call_id())
+# Realistic arguments per tool, drawn from the case's generator.
+_ARGUMENTS: dict[str, Callable[[random.Random], dict]] = {
+    "lookup_customer": lambda r: {"customerId": f"C-{r.randint(1, 999)}"},
+    "search_docs": lambda r: {"query": r.choice(["reset password", "billing cycle", "vpn setup", "sla"]),
+                              "limit": r.randint(1, 5)},
+    "get_invoice": lambda r: {"invoiceId": f"INV-{r.randint(1000, 9999)}"},
+    "refund": lambda r: {"customerId": f"C-{r.randint(1, 999)}", "amount": r.randint(100, 99999) / 100},
+    "run_diagnostic": lambda r: {"target": f"edge-{r.randint(1, 40)}.example.net"},
+    "web_search": lambda r: {"q": r.choice(_TOPICS)},
+    "fetch_document": lambda r: {"url": f"https://example.org/doc/{r.randint(1, 500)}", "maxRows": r.randint(2, 12)},
+    "get_finance_report": lambda r: {"reportId": f"Q{r.randint(1, 4)}-202{r.randint(4, 6)}"},
+    "get_stock_quote": lambda r: {"symbol": r.choice(["ACME", "GLOBX", "ÆON", "ZEN"])},
+    "get_time": lambda r: {"tz": r.choice(["UTC", "Europe/Rome", "Asia/Tokyo"])},
+}
 
 
 def _own_tool(draw: _Draw, agent: Agent) -> _Call:
-    return _tool_call(draw, draw.pick([t.name for t in agent.tools if t.name != "echo"]))
+    """A call to one of ``agent``'s tools (not ``echo``) with realistic arguments."""
+    name = draw.pick([t.name for t in agent.tools if t.name != "echo"])
+    return _Call(name, _ARGUMENTS[name](draw.rng), draw.call_id())
 
 
 def _new_plan(draw: _Draw, index: int, scenario: str, suite: _Suite) -> _Plan:
@@ -394,11 +392,11 @@ def _new_plan(draw: _Draw, index: int, scenario: str, suite: _Suite) -> _Plan:
     context = {"tenantRef": f"tenant-{draw.rng.randrange(16**6):06x}",
                "tier": draw.pick(["free", "pro", "enterprise"]), "region": draw.pick(["EU", "US"]),
                "strict": draw.rng.random() < 0.5}
-    return _Plan(index, scenario, suite, suite.entry, question, context=context)
+    return _Plan(index, scenario, suite, question, context=context)
 
 
 def _entry(plan: _Plan) -> Agent:
-    return plan.suite.agents[plan.start]
+    return plan.suite.agents[plan.suite.entry]
 
 
 def _plan_qa(plan: _Plan, draw: _Draw) -> None:
@@ -469,26 +467,26 @@ def _plan_handoff(plan: _Plan, draw: _Draw) -> None:
     target = _first_target(plan)
     if draw.rng.random() < 0.3:  # a soft-denied handoff: the agent stays
         deny = {"decision": "deny", "reason": "missing_finance_approval", "resultMode": "tool_result"}
-        plan.turns = [[_handoff(draw, plan, plan.start, target, deny)], draw.answer()]
+        plan.turns = [[_handoff(draw, plan, plan.suite.entry, target, deny)], draw.answer()]
         return
-    plan.turns = [[_handoff(draw, plan, plan.start, target)],
+    plan.turns = [[_handoff(draw, plan, plan.suite.entry, target)],
                   [_own_tool(draw, plan.suite.agents[target])], draw.answer()]
 
 
 def _plan_cycle(plan: _Plan, draw: _Draw) -> None:
     target = _first_target(plan)
-    plan.turns = [[_handoff(draw, plan, plan.start, target)],
-                  [_handoff(draw, plan, target, plan.start)],
+    plan.turns = [[_handoff(draw, plan, plan.suite.entry, target)],
+                  [_handoff(draw, plan, target, plan.suite.entry)],
                   [_own_tool(draw, _entry(plan))], draw.answer()]
 
 
 def _plan_two_handoffs(plan: _Plan, draw: _Draw) -> None:
     target = _first_target(plan)
-    # A→T then A→T→? in one batch: both run as the entry agent; the last allowed one wins.
-    second = next(r.target.name for r in plan.suite.agents[plan.start].handoff_rules()
-                  if r.target.name != target) if len(_entry(plan).handoffs) > 1 else target
-    plan.turns = [[_handoff(draw, plan, plan.start, target), _own_tool(draw, _entry(plan)),
-                   _handoff(draw, plan, plan.start, second)],
+    # Both handoffs of the batch run as the entry agent; the second one decides the next agent.
+    rules = _entry(plan).handoff_rules()
+    second = rules[1].target.name if len(rules) > 1 else target
+    plan.turns = [[_handoff(draw, plan, plan.suite.entry, target), _own_tool(draw, _entry(plan)),
+                   _handoff(draw, plan, plan.suite.entry, second)],
                   [_own_tool(draw, plan.suite.agents[second])], draw.answer()]
 
 
@@ -506,7 +504,7 @@ def _plan_conditional(plan: _Plan, draw: _Draw) -> None:
     enabled = (plan.index // len(_SCHEDULE)) % 2 == 0
     plan.context[key] = on if enabled else off
     if enabled:
-        plan.turns = [[_handoff(draw, plan, plan.start, rule.target.name)], draw.answer()]
+        plan.turns = [[_handoff(draw, plan, plan.suite.entry, rule.target.name)], draw.answer()]
     else:
         plan.turns = [[_own_tool(draw, _entry(plan))], draw.answer()]
 
@@ -662,9 +660,9 @@ def _changed_value(value: Any) -> Any:
     return f"{value}-v2"
 
 
-def _apply_change(plan: _Plan, kind: str) -> str:
+def _apply_change(plan: _Plan, kind: str, seed: int) -> str:
     """Change the candidate plan in place; return the detail text."""
-    draw = _Draw(0, plan.index, "change")
+    draw = _Draw(seed, plan.index, "change")
     if kind == "tool_argument":
         call = _allowed_tool_calls(plan)[0][2]
         key = next(iter(call.arguments))
@@ -697,7 +695,7 @@ def case_changes(n: int, seed: int = 0) -> dict[str, CaseChange]:
     for index in range(n):
         plan = _plan(seed, index, "candidate")
         kind = _change_kind(seed, index, plan)
-        detail = _apply_change(plan, kind) if kind != "none" else ""
+        detail = _apply_change(plan, kind, seed) if kind != "none" else ""
         out[plan.meta["caseId"]] = CaseChange(plan.meta["caseId"], plan.scenario, kind, detail)
     return out
 
@@ -770,7 +768,7 @@ def generate_corpus(n: int, seed: int = 0, variant: str = "baseline") -> Iterato
         if variant == "candidate":
             kind = _change_kind(seed, index, plan)
             if kind != "none":
-                _apply_change(plan, kind)
+                _apply_change(plan, kind, seed)
         yield _run_plan(seed, plan, variant)
 
 
