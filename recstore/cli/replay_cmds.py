@@ -19,6 +19,10 @@ Examples:
   recstore replay RUN --harness docs/examples/replay-harness.toml --mode hybrid --json
 
   recstore replay --select "status = 'completed'" --from-source --workers 2
+
+  recstore replay RUN --match agentuse --harness agent.toml --reference docs/style.md
+
+  recstore replay RUN --command 'node replayer.js' --match agentuse --command-timeout 120
 """
 
 
@@ -84,10 +88,22 @@ class _Progress:
 @click.option("--select", "select_dsl", metavar="DSL", help="Replay every run this filter selects.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Processes computing replays (one writer stores them).")
 @click.option("--no-store", is_flag=True, help="Do not store the replay runs.")
+@click.option("--match", "matching", type=click.Choice(["aioc", "agentuse"]), default="aioc", show_default=True,
+              help="Tool-matching rules: aioc's, or agentuse's strict replay rules (docs/agentuse.md).")
+@click.option("--command", metavar="'CMD ...'",
+              help="External replayer: reads a JSON request on stdin, prints the replay RunRecord "
+                   "or an agentuse session path (schema/replayer-protocol.json).")
+@click.option("--command-timeout", type=click.FloatRange(min=0, min_open=True), default=300.0, show_default=True,
+              help="Seconds before an external replayer is stopped (stored as a failed replay).")
+@click.option("--project-root", type=click.Path(file_okay=False),
+              help="--match agentuse: the replay's project root for relative read paths (default: the source's).")
+@click.option("--reference", "references", multiple=True, type=click.Path(dir_okay=False),
+              help="--match agentuse: a read-only file served from its current content (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print reports as JSON.")
 @click.pass_context
 def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_kind, script, base_url,
-               model, api_key_env, timeout, max_retries, select_dsl, workers, no_store, as_json):
+               model, api_key_env, timeout, max_retries, select_dsl, workers, no_store, matching, command,
+               command_timeout, project_root, references, as_json):
     """Replay stored runs against a candidate with recorded tool outputs.
 
     Exit status 0 when every replay completed (finished like its source and equal to it on
@@ -97,8 +113,10 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
 
     if (run is None) == (select_dsl is None):
         raise InputError("give a RUN or --select DSL (exactly one)", source="replay")
-    if bool(harness_path) == from_source:
-        raise InputError("give --harness FILE or --from-source (exactly one)", source="replay")
+    if command is not None and (harness_path or from_source):
+        raise InputError("--command replaces --harness/--from-source; give one of them", source="replay")
+    if command is None and bool(harness_path) == from_source:
+        raise InputError("give --harness FILE, --from-source or --command (exactly one)", source="replay")
     if harness_path:
         from recstore.replay.harness import load_harness
 
@@ -112,7 +130,18 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
         keys = select_run_keys(store, select_dsl)
     else:
         keys = [store.resolve_run(run)]
-    results = replay_stored(store, keys, job, workers=workers, save=not no_store, progress=_Progress())
+    if command is not None:
+        from recstore.replay.external import replay_stored_external
+
+        results = replay_stored_external(store, keys, command, mode=mode, input_mode=input_mode, matching=matching,
+                                         timeout=command_timeout, save=not no_store)
+    elif matching == "agentuse":
+        from recstore.replay.agentuse_match import replay_stored_agentuse
+
+        results = replay_stored_agentuse(store, keys, job, project_root=project_root, reference_paths=references,
+                                         save=not no_store)
+    else:
+        results = replay_stored(store, keys, job, workers=workers, save=not no_store, progress=_Progress())
     _print(results, as_json, single=run is not None)
     ctx.exit(0 if all(r.report.status == "completed" for r in results) else 1)
 

@@ -38,9 +38,13 @@ from recstore.canonical import canonical_json
 from recstore.errors import InputError
 from recstore.formats.agentuse import AgentuseRun, ToolCall
 from recstore.records import extract_tool_calls
+from recstore.replay.replay import ReplayInputMissingError, replay_run
+from recstore.runtime import AgentRunError
 
 __all__ = [
     "MISMATCH_REASON",
+    "AgentuseReplay",
+    "AgentuseReplayStop",
     "AgentuseTape",
     "Recording",
     "RecordingSet",
@@ -50,6 +54,7 @@ __all__ = [
     "match_key",
     "recordings_from_record",
     "recordings_from_session",
+    "replay_agentuse",
     "snapshot_references",
 ]
 
@@ -756,3 +761,160 @@ class AgentuseTape:
 
 def _metadata(item: dict) -> dict:
     return {k: copy.deepcopy(v) for k, v in item.items() if k != "data"}
+
+
+# ----------------------------------------------------------------------------------------------
+# Running a candidate under agentuse's rules
+
+
+class AgentuseReplayStop(AgentRunError):
+    """The tape stopped the replay (a proposal was captured or an outcome reported); not a
+    failure of the replay itself."""
+
+    error_name = "REPLAY_STOPPED"
+
+
+# agentuse status of a stopped replay -> recstore replay report status (``replays.report_status``)
+_REPORT_STATUS = {
+    "proposal": "completed",
+    "incomplete": "incomplete",
+    "mismatch": "incomplete",
+    "error": "error",
+}
+_SERVED = ("recording", "store-projection", "temporary-store", "current-reference")
+
+
+@dataclass
+class AgentuseReplay:
+    """A replay under agentuse's rules: aioc's outcome (record, report) and the
+    ``replay.json``-shaped report, which the record also carries as ``metadata.agentuseReplay``."""
+
+    outcome: Any  # recstore.replay.replay.ReplayOutcome
+    report: dict
+
+
+def _tape_executor(tape: AgentuseTape) -> Any:
+    def execute(tool: Any, arguments: Any, call: Any) -> Any:
+        result = tape.call(tool.name, arguments)
+        if tape.stop == "missing":
+            raise ReplayInputMissingError(tool.name, "", canonical_json(arguments))
+        if tape.stop is not None:
+            raise AgentuseReplayStop(f"replay stopped: {tape.stop}")
+        if result.is_error:  # the model sees the recorded failure, as agentuse replays it
+            return {"success": False, "error": result.error_message}
+        return result.value
+
+    return execute
+
+
+def replay_agentuse(
+    source_record: dict,
+    candidate: Any,
+    recordings: RecordingSet,
+    *,
+    input_mode: str = "recorded",
+    project_root: str | None = None,
+    references: Sequence[ReferenceFile] = (),
+    strip_keys: Iterable[str] = STRIP_INTENT,
+    provider: Any = None,
+    run_id: str | None = None,
+) -> AgentuseReplay:
+    """Strictly replay ``source_record`` against ``candidate`` (a harness or candidate), serving
+    every tool call from ``recordings`` under agentuse's rules."""
+    tape = AgentuseTape(
+        recordings, project_root=project_root, references=references, strip_keys=strip_keys
+    )
+    outcome = replay_run(
+        source_record,
+        candidate,
+        "strict",
+        input_mode,
+        metadata_overrides={"matching": "agentuse"},
+        provider=provider,
+        run_id=run_id,
+        tool_executor=_tape_executor(tape),
+    )
+    record = outcome.record or {}
+    failure = outcome.error
+    error = (
+        None
+        if failure is None or isinstance(failure, (AgentuseReplayStop, ReplayInputMissingError))
+        else str(failure)
+    )
+    finish = "stop" if record.get("status") == "completed" else None
+    report = tape.report(
+        session_id=str(record.get("runId")),
+        model=record.get("model"),
+        final_text=record.get("response") or "",
+        finish_reason=finish,
+        error=error,
+    )
+    if outcome.record is not None:
+        outcome.record.setdefault("metadata", {})["agentuseReplay"] = report
+    served = sum(c["source"] in _SERVED for c in tape.calls)
+    outcome.stats.recordedToolCalls = len(recordings.recordings)
+    outcome.stats.replayedFromRecord = served
+    outcome.stats.missingToolCalls = sum(c["source"] == "missing" for c in tape.calls)
+    if report["status"] != "completed":  # a completed run keeps the comparison's verdict
+        outcome.report.status = _REPORT_STATUS[report["status"]]
+        outcome.report.reason = report.get("error") or "proposal captured"
+    outcome.report.unconsumed = sum(len(q) for q in tape.queues.values())
+    return AgentuseReplay(outcome, report)
+
+
+def source_recordings(store: Any, run_key: str, record: dict) -> RecordingSet:
+    """The recordings of a stored run: agentuse sessions by their own rules (§2.3), aioc runs
+    from their items (:func:`recordings_from_record`)."""
+    if not run_key.startswith("agentuse:"):
+        return recordings_from_record(record)
+    from recstore.store.agentuse_ingest import stored_run
+
+    with store.reader() as con:
+        return recordings_from_session(stored_run(con, run_key))
+
+
+def replay_stored_agentuse(
+    store: Any,
+    run_keys: Sequence[str],
+    job: Any,
+    *,
+    project_root: str | None = None,
+    reference_paths: Sequence[str] = (),
+    strip_keys: Iterable[str] = STRIP_INTENT,
+    save: bool = True,
+) -> list[Any]:
+    """``recstore replay --match agentuse``: replay stored runs (any format) with agentuse's
+    strict rules against ``job``'s candidate and store each replay with its lineage.
+
+    Returns ``ReplayResult`` rows like :func:`recstore.replay.batch.replay_stored`.
+    """
+    from recstore.errors import RecstoreError
+    from recstore.replay.batch import ReplayResult
+    from recstore.replay.lineage import load_sources, store_replays
+    from recstore.replay.replay import error_outcome, provider_for
+
+    results = []
+    for source in load_sources(store, list(run_keys)):
+        try:
+            recordings = source_recordings(store, source.run_key, source.record)
+            root = project_root or recordings.cwd
+            references = snapshot_references(reference_paths, root) if reference_paths else ()
+            candidate = job.candidate_for(source.record)
+            done = replay_agentuse(
+                source.record,
+                candidate,
+                recordings,
+                input_mode=job.input_mode,
+                project_root=root,
+                references=references,
+                strip_keys=strip_keys,
+            )
+            outcome = done.outcome
+            provider = provider_for(candidate.provider, source.record).name
+        except RecstoreError as exc:
+            outcome, provider = error_outcome(source.record, "strict", job.input_mode, exc), "none"
+        key = None
+        if save and outcome.record is not None:
+            (key,) = store_replays(store, [(source, outcome.record, outcome.report, provider)])
+        results.append(ReplayResult(source.run_key, key, outcome.report))
+    return results

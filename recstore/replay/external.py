@@ -59,6 +59,7 @@ __all__ = [
     "build_request",
     "parse_replayer_output",
     "replay_external",
+    "replay_stored_external",
     "split_command",
 ]
 
@@ -392,3 +393,48 @@ def _report(
         calls=[],
         unconsumed=0,
     )
+
+
+def replay_stored_external(
+    store: Any,
+    run_keys: Sequence[str],
+    command: str | Sequence[str],
+    *,
+    mode: str = "strict",
+    input_mode: str = "recorded",
+    matching: str = "aioc",
+    timeout: float = 300.0,
+    save: bool = True,
+) -> list[Any]:
+    """``recstore replay --command``: hand each stored run to an external replayer and store
+    every outcome (failures as failed replays). Returns ``ReplayResult`` rows."""
+    from recstore.replay.agentuse_match import source_recordings
+    from recstore.replay.batch import ReplayResult
+    from recstore.replay.lineage import load_sources, store_replays
+
+    argv = split_command(command)
+    results = []
+    for source in load_sources(store, list(run_keys)):
+        recordings = (
+            source_recordings(store, source.run_key, source.record)
+            if matching == "agentuse"
+            else None
+        )
+        request = build_request(
+            source.record,
+            run_key=source.run_key,
+            source_uri=source.source_uri,
+            mode=mode,
+            input_mode=input_mode,
+            matching=matching,
+            timeout=timeout,
+            recordings=recordings,
+        )
+        outcome = replay_external(source.record, argv, request, timeout=timeout)
+        key = None
+        if save:
+            (key,) = store_replays(
+                store, [(source, outcome.record, outcome.report, outcome.provider)]
+            )
+        results.append(ReplayResult(source.run_key, key, outcome.report))
+    return results

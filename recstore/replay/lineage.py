@@ -16,6 +16,7 @@ from recstore.errors import NotFoundError
 from recstore.formats.events import events_to_record
 from recstore.replay.replay import ReplayReport
 from recstore.store import Store
+from recstore.store.agentuse_ingest import stored_record
 
 __all__ = [
     "SourceRun",
@@ -70,11 +71,13 @@ def load_sources(store: Store, run_keys: list[str]) -> list[SourceRun]:
             "WHERE list_contains(?, r.run_key) ORDER BY e.seq",
             [run_keys],
         ).fetchall()
+        # agentuse streams hold file events; their record is the fold of every revision
+        folded = {key: stored_record(con, key) for key in run_keys if key.startswith("agentuse:")}
     events: dict[str, list[tuple[str, str]]] = {}
     for key, etype, payload in rows:
         events.setdefault(key, []).append((etype, payload))
     return [
-        SourceRun(key, identity[key][0], identity[key][1], identity[key][2], events_to_record(events[key]))
+        SourceRun(key, *identity[key], folded[key] if key in folded else events_to_record(events[key]))
         for key in run_keys
     ]
 

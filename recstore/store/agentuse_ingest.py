@@ -53,6 +53,7 @@ __all__ = [
     "split_paths",
     "stored_files",
     "stored_record",
+    "stored_run",
     "tree_hash",
 ]
 
@@ -98,12 +99,19 @@ def stored_files(
     return files, seqs
 
 
+def stored_run(
+    con: duckdb.DuckDBPyConnection, run_key: str, revision: int | None = None
+) -> AgentuseRun:
+    """A stored agentuse run, folded from its file events."""
+    files, _ = stored_files(con, run_key, revision)
+    return assemble_run(list(files.values()))
+
+
 def stored_record(
     con: duckdb.DuckDBPyConnection, run_key: str, revision: int | None = None
 ) -> dict:
     """The aioc-shaped record of a stored agentuse run (for replay, compare and export)."""
-    files, _ = stored_files(con, run_key, revision)
-    return to_run_record(assemble_run(list(files.values())))[0]
+    return to_run_record(stored_run(con, run_key, revision))[0]
 
 
 def project_stream(con: duckdb.DuckDBPyConnection, ctx: RunContext) -> dict[str, list[dict]]:
