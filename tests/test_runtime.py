@@ -15,6 +15,7 @@ from recstore.records import extract_tool_calls
 from recstore.runtime import (
     ABSENT,
     Agent,
+    ArgumentValidationError,
     Handoff,
     ModelResponse,
     OutputGuardrail,
@@ -26,6 +27,7 @@ from recstore.runtime import (
     parse_tool_arguments,
     proposal_hash,
     run,
+    validate_arguments,
 )
 
 from .conftest import AIOC_FIXTURES
@@ -700,3 +702,35 @@ def test_random_runs_satisfy_invariants(turns, max_turns, guard):
     assert record_problems(record) == []
     assert json.loads(json.dumps(record)) == record
     assert (result.error is None) == (record["status"] == "completed")
+
+
+@settings(max_examples=200, deadline=None)
+@given(names=st.lists(st.text(max_size=12), min_size=1, max_size=6),
+       real=st.lists(st.sampled_from(["handoff_to_agent", "handoff_to_a", "lookup"]), max_size=2))
+def test_handoff_names_are_sanitized_and_unique(names, real):
+    taken = set(real)
+    generated = []
+    for name in names:
+        tool_name = handoff_tool_name(name, taken)
+        taken.add(tool_name)
+        generated.append(tool_name)
+        base = "handoff_to_" + (re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_") or "agent")
+        assert tool_name == base or re.fullmatch(re.escape(base) + r"_[2-9]\d*", tool_name)
+    assert len(set(generated)) == len(generated) and not set(generated) & set(real)
+
+
+_JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
+                          st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=5))
+
+
+@settings(max_examples=200, deadline=None)
+@given(id_value=_JSON_SCALARS, extra=st.dictionaries(st.text(max_size=4), _JSON_SCALARS, max_size=3))
+def test_validation_accepts_exactly_well_typed_arguments(id_value, extra):
+    arguments = {**extra, "id": id_value}
+    try:
+        validated = validate_arguments(ID_SCHEMA, arguments)
+    except ArgumentValidationError as exc:
+        assert not isinstance(id_value, str)
+        assert exc.issues[0]["path"] == ["id"] and exc.issues[0]["code"] == "invalid_type"
+    else:
+        assert isinstance(id_value, str) and validated == {"id": id_value}
