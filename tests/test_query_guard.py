@@ -1,0 +1,185 @@
+"""The read-only guard: hostile input is refused with one line and the store stays unchanged;
+DuckDB's own settings hold even when the guard is bypassed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recstore.errors import InputError
+from recstore.query import compile_query, open_reader, run_query
+from recstore.store import Store
+
+from .query_support import run_cli, shared_store, store_fingerprint
+
+# {out} is a scratch directory: nothing may appear in it.
+HOSTILE = [
+    "DROP TABLE runs",
+    "DROP VIEW lineage",
+    "DELETE FROM runs",
+    "INSERT INTO runs SELECT * FROM runs",
+    "UPDATE runs SET status = 'ok'",
+    "TRUNCATE runs",
+    "CREATE TABLE stolen AS SELECT * FROM runs",
+    "CREATE OR REPLACE VIEW runs AS SELECT 1",
+    "ALTER TABLE runs ADD COLUMN pwned INTEGER",
+    "COPY runs TO '{out}/runs.csv'",
+    "COPY (SELECT * FROM runs) TO '{out}/runs.parquet' (FORMAT parquet)",
+    "ATTACH '{out}/other.duckdb' AS other",
+    "DETACH other",
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT read_csv('/etc/passwd')",
+    "SELECT * FROM read_text('/etc/passwd')",
+    "SELECT * FROM read_json_auto('/etc/passwd')",
+    "SELECT * FROM '/etc/passwd'",
+    "SELECT * FROM glob('/etc/*')",
+    "SELECT getenv('HOME')",
+    "SELECT current_setting('home_directory')",
+    "WITH x AS (DELETE FROM runs RETURNING *) SELECT * FROM x",
+    "WITH x AS (INSERT INTO runs SELECT * FROM runs RETURNING *) SELECT count(*) FROM x",
+    "SELECT 1; DROP TABLE runs",
+    "SELECT 1 /* harmless */; DELETE FROM runs",
+    "-- just a comment\nDROP TABLE runs",
+    "/* SELECT */ DELETE FROM runs",
+    "SELECT * FROM runs; -- trailing\nUPDATE runs SET status = 'x'",
+    "SELECT * FROM nope",
+    "SELECT * FROM streams",
+    "SELECT * FROM meta",
+    "SELECT * FROM information_schema.tables",
+    "SELECT * FROM main.runs",
+    "SELECT * FROM pg_catalog.pg_tables",
+    "SELECT * FROM sqlite_master",
+    "SELECT * FROM duckdb_settings()",
+    "SELECT * FROM duckdb_tables()",
+    "SELECT * FROM pragma_table_info('runs')",
+    "PRAGMA database_list",
+    "SET enable_external_access = true",
+    "SET lock_configuration = false",
+    "RESET threads",
+    "LOAD httpfs",
+    "INSTALL httpfs",
+    "EXPORT DATABASE '{out}/dump'",
+    "IMPORT DATABASE '{out}/dump'",
+    "CALL pragma_version()",
+    "CHECKPOINT",
+    "VACUUM",
+    "SELECT * INTO copied FROM runs",
+    "SELECT query('SELECT 1')",
+    "SELECT * FROM query_table('runs')",
+    "SELECT * FROM range(10)",
+    "SELECT * FROM runs r, LATERAL read_json('/etc/hosts')",
+    "SELECT * FROM (SELECT * FROM read_parquet('{out}/x.parquet'))",
+    "SELECT nope FROM runs",
+    "DESCRIBE runs",
+    "SUMMARIZE runs",
+    "SHOW TABLES",
+    "EXPLAIN SELECT 1",
+    "BEGIN TRANSACTION",
+    "USE memory",
+]
+
+
+@pytest.fixture(scope="session")
+def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    return shared_store(tmp_path_factory)
+
+
+def test_enough_hostile_inputs():
+    assert len(HOSTILE) >= 30
+
+
+@pytest.mark.parametrize("template", HOSTILE)
+def test_hostile_input_is_refused_with_one_line(template, tmp_path):
+    with pytest.raises(InputError) as info:
+        compile_query(template.format(out=tmp_path))
+    message = str(info.value)
+    assert message.startswith("query refused: ") and "\n" not in message
+
+
+def test_hostile_inputs_leave_store_and_disk_unchanged(fixture_store, tmp_path):
+    before = store_fingerprint(fixture_store.path)
+    refused = 0
+    for template in HOSTILE:
+        with pytest.raises(InputError):
+            with run_query(fixture_store, template.format(out=tmp_path)) as result:
+                list(result.rows())
+        refused += 1
+    assert refused == len(HOSTILE)
+    assert store_fingerprint(fixture_store.path) == before
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("DROP TABLE runs", "only queries may run, not DROP"),
+    ("SELECT * FROM read_csv('/etc/passwd')", "function read_csv() is not allowed in a query"),
+    ("SELECT 1; DELETE FROM runs", "expected one statement, found 2"),
+    ("SELECT * FROM information_schema.tables", "information_schema.tables is not a public view (see `recstore schema`)"),
+])
+def test_cli_refuses_with_one_line_and_exit_2(fixture_store, text, why):
+    before = store_fingerprint(fixture_store.path)
+    result = run_cli("query", text, db=fixture_store.path)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == f"recstore: error: query refused: {why}\n"
+    assert "Traceback" not in result.stderr
+    assert store_fingerprint(fixture_store.path) == before
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "COPY (SELECT 1) TO '{out}/x.csv'",
+    "ATTACH '{out}/x.duckdb' AS x",
+    "SET enable_external_access = true",
+    "SET lock_configuration = false",
+    "INSTALL httpfs",
+    "LOAD httpfs",
+    "CREATE TABLE t AS SELECT 1",
+    "DELETE FROM runs",
+])
+def test_duckdb_wall_holds_without_the_guard(fixture_store, tmp_path, sql):
+    """Raw SQL on the locked-down reader (the guard skipped on purpose) still fails."""
+    with open_reader(fixture_store) as con, pytest.raises(duckdb.Error):
+        con.execute(sql.format(out=tmp_path)).fetchall()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT status, count(*) AS n FROM runs GROUP BY ALL ORDER BY n DESC",
+    "FROM runs SELECT run_key LIMIT 1",
+    "WITH failed AS (SELECT * FROM runs WHERE status = 'failed') SELECT count(*) FROM failed",
+    "SELECT run_key, lag(started) OVER (ORDER BY started) FROM runs",
+    "SELECT list_transform([1, 2, 3], x -> x * 2)",
+    "SELECT r.agent, count(t.name) FROM runs r JOIN tool_calls t USING (run_key) GROUP BY 1",
+    "SELECT run_key FROM runs UNION ALL SELECT child_run_key FROM lineage",
+    "SELECT * EXCLUDE (metadata, tags) FROM runs LIMIT 2",
+    "SELECT metadata->>'$.caseId' AS case_id FROM runs WHERE metadata IS NOT NULL LIMIT 3",
+    "(SELECT 1)",
+])
+def test_read_only_queries_run(fixture_store, sql):
+    with run_query(fixture_store, sql) as result:
+        assert result.columns
+        list(result.rows())
+
+
+_QUERIES = st.sampled_from(["SELECT 1", "SELECT * FROM runs", "FROM tool_calls",
+                            "SELECT count(*) FROM visits"])
+_WRITES = st.sampled_from(["DELETE FROM runs", "DROP TABLE items", "INSERT INTO runs "
+                           "SELECT * FROM runs", "UPDATE runs SET status = 'x'",
+                           "CREATE TABLE t (a INT)", "COPY runs TO 'x.csv'"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(_QUERIES, _WRITES, st.sampled_from(["; ", ";\n", "; -- c\n", " /* x */; "]))
+def test_a_write_is_refused_however_it_is_attached(query, write, separator):
+    for text in (f"{query}{separator}{write}", f"{write}{separator}{query}",
+                 f"WITH w AS ({write} RETURNING *) {query}"):
+        with pytest.raises(InputError, match="^query refused: "):
+            compile_query(text)
+
+
+def test_store_file_stays_owner_only(fixture_store):
+    assert Path(fixture_store.path).stat().st_mode & 0o077 == 0
