@@ -7,7 +7,8 @@
 --   sweep_case_results one row per finished case (primary key: a case is recorded at most once);
 --   sweep_run_ends     the run finished, or was superseded by `sweep run --rerun`.
 -- Lineage: sweep run -> case (sweep_selection) -> replay run (sweep_case_results.replay_run_key,
--- and a 'sweep_case' row in lineage_log naming the source) -> source run.
+-- and a 'sweep_case' row in lineage_log naming the source) -> source run. How each replay was
+-- served (per-call provenance) is the replay layer's: views replays and replay_calls.
 -- Public, queryable views: sweeps, sweep_runs, sweep_cases.
 
 CREATE SEQUENCE IF NOT EXISTS sweep_run_seq START 1;
@@ -52,7 +53,6 @@ CREATE TABLE IF NOT EXISTS sweep_case_results (
     error             VARCHAR,              -- why the replay (or judge) did not complete
     comparison        JSON,                 -- compare_records result {equal, summary, metrics, differences}
     judge             JSON,                 -- the judge's verdict, when the spec has a judge
-    calls             JSON,                 -- the replay's tool calls with provenance
     duration_ms       DOUBLE,
     finished_at       TIMESTAMP NOT NULL,
     PRIMARY KEY (sweep_run_id, case_index)
@@ -82,7 +82,6 @@ SELECT s.sweep_run_id,
        c.error,
        c.comparison,
        c.judge,
-       c.calls,
        c.duration_ms,
        c.finished_at
 FROM sweep_selection s

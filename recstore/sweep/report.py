@@ -91,8 +91,9 @@ def sweep_report(store: Any, run_id: int) -> dict:
                         [run["sweep_name"], run_id])
         cases = _rows(con, "SELECT * FROM sweep_cases WHERE sweep_run_id = ? ORDER BY case_index",
                       [run_id])
+        calls = _replay_calls(con, run_id)
         trend = _trend(con, run)
-    case_json = [_case_json(c) for c in cases]
+    case_json = [_case_json(c, calls.get(c["replay_run_key"], [])) for c in cases]
     return {
         "run": _run_json(run),
         "spec": spec,
@@ -104,7 +105,20 @@ def sweep_report(store: Any, run_id: int) -> dict:
     }
 
 
-def _case_json(case: dict) -> dict:
+def _replay_calls(con: Any, run_id: int) -> dict[str, list[dict]]:
+    """The tool calls of the run's replays with their provenance (the ``replay_calls`` view)."""
+    rows = _rows(con, "SELECT rc.replay_run_key, rc.turn, rc.tool_name AS name, rc.call_id AS callId, "
+                      "rc.resolution, rc.source_run_id AS sourceRunId, "
+                      "rc.source_output_item_index AS outputItemIndex "
+                      "FROM replay_calls rc JOIN sweep_cases c ON c.replay_run_key = rc.replay_run_key "
+                      "WHERE c.sweep_run_id = ? ORDER BY rc.replay_run_key, rc.call_index", [run_id])
+    out: dict[str, list[dict]] = {}
+    for row in rows:
+        out.setdefault(row.pop("replay_run_key"), []).append(row)
+    return out
+
+
+def _case_json(case: dict, calls: list[dict]) -> dict:
     def parsed(key: str, empty: Any) -> Any:
         value = case.get(key)
         return json.loads(value) if isinstance(value, str) else (empty if value is None else value)
@@ -127,7 +141,7 @@ def _case_json(case: dict) -> dict:
         "differences": differences[:MAX_DIFFERENCES],
         "difference_count": len(differences),
         "judge": parsed("judge", None),
-        "calls": parsed("calls", []),
+        "calls": calls,
         "duration_ms": case["duration_ms"],
     }
 
@@ -250,7 +264,7 @@ def _case_html(case: dict) -> str:
         parts.append("<h4>Replay tool calls and provenance</h4>" + _table(
             ["turn", "tool", "call id", "served", "from"],
             [[str(c.get("turn")), escape(str(c.get("name"))), f"<code>{escape(str(c.get('callId')))}</code>",
-              escape(str(c.get("resolution"))), _provenance(c.get("provenance"))] for c in case["calls"]]))
+              escape(str(c.get("resolution"))), _provenance(c)] for c in case["calls"]]))
     if case["judge"]:
         parts.append("<h4>Judge</h4>" + _pre(case["judge"]))
     title = (f'{_pill(case["status"])} case {case["case_index"]} <code>{escape(case["source_run_key"])}</code>'
@@ -258,11 +272,10 @@ def _case_html(case: dict) -> str:
     return f"<details><summary>{title}</summary>{''.join(parts)}</details>"
 
 
-def _provenance(p: Any) -> str:
-    if not isinstance(p, dict):
+def _provenance(call: dict) -> str:
+    if call.get("sourceRunId") is None:
         return "—"
-    where = p.get("outputItemIndex")
-    return escape(f"{p.get('sourceRunId')} items[{where}]")
+    return escape(f"{call['sourceRunId']} items[{call.get('outputItemIndex')}]")
 
 
 def render_html(report: dict) -> str:

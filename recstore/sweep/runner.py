@@ -17,6 +17,8 @@ judges them instead of replaying again.
 
 from __future__ import annotations
 
+import json
+import multiprocessing
 import os
 import random
 import time
@@ -30,7 +32,7 @@ from typing import Any
 from recstore.canonical import canonical_json
 from recstore.errors import NotFoundError, RecstoreError
 from recstore.store import run_key_for
-from recstore.sweep.candidate import CaseReplay, prepare_candidate
+from recstore.sweep.candidate import STOPPED, CaseReplay, prepare_candidate
 from recstore.sweep.classify import case_signals, classify, judge_input
 from recstore.sweep.judge import JudgeError, run_judge
 from recstore.sweep.locks import sweep_run_lock
@@ -82,12 +84,12 @@ class SweepRun:
 
 @dataclass(frozen=True)
 class CaseInput:
-    """One case handed to a worker (picklable)."""
+    """One case handed to a worker (picklable). ``source`` is a replay-layer ``SourceRun``."""
 
     case_index: int
-    source_run_key: str
-    source: dict
+    source: Any
     replay: dict | None = None  # an already stored replay (recovery): judge it, do not replay
+    replay_detail: dict | None = None  # its replay_of lineage detail (status, reason, calls)
 
 
 @dataclass
@@ -100,10 +102,13 @@ class CaseResult:
     signals: list[str]
     drift: dict
     replay_record: dict | None
-    replay_report: dict
+    replay_report: Any  # the replay layer's ReplayReport (None for a recovered case)
+    provider: str
     comparison: dict | None
     judge: dict | None
     error: str | None
+    calls: list[dict]
+    replay_status: str | None
     duration_ms: float
     source_status: str | None
     candidate_status: str | None
@@ -134,8 +139,15 @@ def run_sweep(
         done = result.case_count - len(cases)
         if progress:
             progress(done, result.case_count)
-        for case in _execute(spec, _case_inputs(store, run_id, cases)):
-            writer.add(case)
+        sources: dict[int, Any] = {}  # case index -> SourceRun, for the replay's lineage row
+
+        def remembered(inputs: Iterator[CaseInput]) -> Iterator[CaseInput]:
+            for item in inputs:
+                sources[item.case_index] = item.source
+                yield item
+
+        for case in _execute(spec, remembered(_case_inputs(store, run_id, cases))):
+            writer.add(case, sources.pop(case.case_index))
             result.processed += 1
             result.recovered += case.already_stored
             done += 1
@@ -243,53 +255,35 @@ READ_CHUNK = 64
 
 
 def _case_inputs(store: Any, run_id: int, cases: list[tuple[int, str, int | None]]) -> Iterator[CaseInput]:
-    """Source records (at the frozen revision) for each pending case, plus any stored replay."""
+    """Each pending case with its source run at the frozen revision, plus any stored replay."""
+    from recstore.replay.lineage import SourceRun, load_sources
+
     stored = _stored_replays(store, run_id)
     for start in range(0, len(cases), READ_CHUNK):
         chunk = cases[start:start + READ_CHUNK]
-        wanted = [(key, rev) for _, key, rev in chunk]
-        wanted += [(stored[i], None) for i, _, _ in chunk if i in stored]
-        records = _read_records(store, wanted)
-        for case_index, run_key, revision in chunk:
+        sources = load_sources(store, [key for _, key, _ in chunk])
+        recovered = [stored[i] for i, _, _ in chunk if i in stored]
+        replays = {s.run_key: s.record for s in load_sources(store, recovered)} if recovered else {}
+        details = _replay_details(store, recovered) if recovered else {}
+        for (case_index, _, revision), source in zip(chunk, sources, strict=True):
+            if revision is not None and source.revision != revision:
+                # The source got a new revision after the sweep run froze its selection: replay
+                # the revision the run selected, so a resumed run stays what it started as.
+                record = store.get_record(source.run_key, revision=revision)
+                source = SourceRun(source.run_key, revision, None, source.source_uri, record)
             replay_key = stored.get(case_index)
-            yield CaseInput(case_index, run_key, records[(run_key, revision)],
-                            records[(replay_key, None)] if replay_key else None)
+            yield CaseInput(case_index, source, replays.get(replay_key), details.get(replay_key))
 
 
-def _read_records(store: Any, refs: list[tuple[str, int | None]]) -> dict[tuple[str, int | None], dict]:
-    """Many stored records through one reader: ``{(run_key, revision or None): record}``.
-
-    The same reassembly as ``Store.get_record`` (events of the revision, in order, through
-    ``events_to_record``), batched because a sweep reads thousands of records.
-    """
-    from recstore.formats.events import events_to_record
-
-    wanted = [{"k": key, "r": rev} for key, rev in refs]
+def _replay_details(store: Any, replay_keys: list[str]) -> dict[str, dict]:
+    """The replay layer's ``replay_of`` lineage detail of stored replays, by run key."""
     with store.reader() as con:
         rows = con.execute(
-            """
-            WITH wanted AS (SELECT w.k AS stream_key, w.r AS asked FROM (SELECT unnest(?) AS w)),
-            picked AS (
-                SELECT w.stream_key, w.asked, arg_max(s.first_seq, s.revision) AS first_seq,
-                       arg_max(s.last_seq, s.revision) AS last_seq
-                FROM wanted w JOIN streams s ON s.stream_key = w.stream_key
-                     AND (w.asked IS NULL OR s.revision = w.asked)
-                GROUP BY ALL
-            )
-            SELECT p.stream_key, p.asked, e.type, e.payload
-            FROM picked p JOIN events e ON e.seq BETWEEN p.first_seq AND p.last_seq
-            ORDER BY e.seq
-            """,
-            [wanted],
+            "SELECT child_run_key, detail FROM lineage_log WHERE relation = 'replay_of' "
+            "AND list_contains(?, child_run_key)",
+            [replay_keys],
         ).fetchall()
-    grouped: dict[tuple[str, int | None], list[tuple[str, str]]] = {}
-    for key, asked, etype, payload in rows:
-        grouped.setdefault((key, asked), []).append((etype, payload))
-    missing = [ref for ref in refs if ref not in grouped]
-    if missing:
-        key, rev = missing[0]
-        raise NotFoundError(f"run {key}" + (f" revision {rev}" if rev else "") + " is not in the store")
-    return {ref: events_to_record(events) for ref, events in grouped.items()}
+    return {key: json.loads(detail) for key, detail in rows if detail}
 
 
 def _stored_replays(store: Any, run_id: int) -> dict[int, str]:
@@ -325,7 +319,10 @@ def _execute(spec: SweepSpec, cases: Iterator[CaseInput]) -> Iterator[CaseResult
         for case in cases:
             yield compute_case(spec, candidate, case)
         return
-    with ProcessPoolExecutor(spec.workers, initializer=_init_worker, initargs=(spec,)) as pool:
+    # spawn, not fork: this process has used DuckDB, whose threads must not be forked.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(spec.workers, mp_context=context, initializer=_init_worker,
+                             initargs=(spec,)) as pool:
         in_flight: set[Future] = set()
         for case in cases:
             in_flight.add(pool.submit(_compute_in_worker, case))
@@ -343,46 +340,59 @@ def compute_case(spec: SweepSpec, candidate: Any, case: CaseInput) -> CaseResult
     from recstore.records import compare_records
 
     started = time.perf_counter()
+    source = case.source.record
     if case.replay is not None:
-        replayed = CaseReplay(case.replay, {"status": "recovered"}, None)
+        replayed, calls, replay_status = _recovered(case)
     else:
-        replayed = candidate.replay(case.source)
+        replayed = candidate.replay(source, case.source.run_key, case.source.source_uri)
+        calls = [c.to_json() for c in replayed.report.calls]
+        replay_status = replayed.report.status
     comparison = None
     if replayed.record is not None:
         ignore = parse_ignore(spec.compare.ignore, preset=spec.compare.preset)
         excluded = set(spec.compare.exclude_sections or ()) | set(ignore.sections)
         comparison = compare_records(
-            strip_record(case.source, ignore),
+            strip_record(source, ignore),
             strip_record(replayed.record, ignore),
             include_sections=spec.compare.include_sections,
             exclude_sections=sorted(excluded),
         )
-    signals, drift = case_signals(spec, case.source, replayed.record, comparison, replayed.error,
-                                  replayed.report.get("calls") or [])
+    signals, drift = case_signals(spec, source, replayed.record, comparison, replayed.error, calls)
     verdict, error = None, replayed.error
     if spec.judge is not None and replayed.record is not None:
         try:
-            verdict = run_judge(spec.judge, judge_input(spec, case.source, replayed.record,
+            verdict = run_judge(spec.judge, judge_input(spec, source, replayed.record,
                                                         comparison, candidate.descriptor))
         except JudgeError as exc:
             signals.append("judge_error")
             error = f"{error}; {exc}" if error else str(exc)
     return CaseResult(
         case_index=case.case_index,
-        source_run_key=case.source_run_key,
+        source_run_key=case.source.run_key,
         outcome=classify(spec, signals, verdict),
         signals=signals,
         drift=drift,
         replay_record=None if case.replay is not None else replayed.record,
         replay_report=replayed.report,
+        provider=replayed.provider,
         comparison=comparison,
         judge=verdict,
         error=error,
+        calls=calls,
+        replay_status=replay_status,
         duration_ms=(time.perf_counter() - started) * 1000,
-        source_status=case.source.get("status"),
+        source_status=source.get("status"),
         candidate_status=replayed.record.get("status") if replayed.record else None,
         already_stored=case.replay is not None,
     )
+
+
+def _recovered(case: CaseInput) -> tuple[CaseReplay, list[dict], str | None]:
+    """A replay stored before a crash, rebuilt from its record and lineage detail."""
+    detail = case.replay_detail or {}
+    status = detail.get("status")
+    error = (detail.get("reason") or status) if status in STOPPED else None
+    return CaseReplay(case.replay, None, error, detail.get("provider") or ""), detail.get("calls") or [], status
 
 
 # --- recording ---------------------------------------------------------------------------------
@@ -400,13 +410,14 @@ class _CaseWriter:
         self.store = store
         self.spec = spec
         self.run_id = run_id
-        self.pending: list[CaseResult] = []
+        self.pending: list[tuple[CaseResult, Any]] = []
         self.oldest = 0.0
 
-    def add(self, case: CaseResult) -> None:
+    def add(self, case: CaseResult, source: Any) -> None:
+        """Queue a finished case (with its ``SourceRun``); commit when the group is due."""
         if not self.pending:
             self.oldest = time.monotonic()
-        self.pending.append(case)
+        self.pending.append((case, source))
         if len(self.pending) >= FLUSH_CASES or time.monotonic() - self.oldest >= FLUSH_SECONDS:
             self.flush()
 
@@ -414,52 +425,56 @@ class _CaseWriter:
         """Commit the replays, then the case results (see the module docstring for why)."""
         if not self.pending:
             return
-        replay_keys = self._store_replays([c for c in self.pending if c.replay_record is not None])
-        if any(c.already_stored for c in self.pending):
+        replay_keys = self._store_replays([p for p in self.pending if p[0].replay_record is not None])
+        if any(case.already_stored for case, _ in self.pending):
             replay_keys |= _stored_replays(self.store, self.run_id)
-        rows = [self._row(case, replay_keys.get(case.case_index)) for case in self.pending]
+        rows = [self._row(case, replay_keys.get(case.case_index)) for case, _ in self.pending]
         with self.store.writer() as con:
             con.execute("BEGIN TRANSACTION")
             con.executemany(
                 "INSERT INTO sweep_case_results VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
             con.execute("COMMIT")
         self.pending = []
 
-    def _store_replays(self, cases: list[CaseResult]) -> dict[int, str]:
-        if not cases:
+    def _store_replays(self, pending: list[tuple[CaseResult, Any]]) -> dict[int, str]:
+        """Ingest replay records with the replay layer's ``replay_of`` lineage row and a
+        ``sweep_case`` row naming the sweep run and case."""
+        from recstore.replay.lineage import lineage_row
+
+        if not pending:
             return {}
-        lineage = [
-            {
+        lineage = []
+        for case, source in pending:
+            lineage.append(lineage_row(source, case.replay_record, case.replay_report, case.provider))
+            lineage.append({
                 "relation": "sweep_case",
                 "parent_run_key": case.source_run_key,
                 "child": case.replay_record["runId"],
                 "detail": {"sweep": self.spec.name, "sweep_run_id": self.run_id,
                            "case_index": case.case_index},
-            }
-            for case in cases
-        ]
+            })
         summary = self.store.ingest_records(
-            [case.replay_record for case in cases],
-            source_uri=f"sweep:{self.spec.name}/{self.run_id}",
-            tags={"sweep": self.spec.name, "sweep_run": str(self.run_id)},
+            [case.replay_record for case, _ in pending],
+            source_uri=f"recstore:sweep/{self.spec.name}/{self.run_id}",
+            tags={"kind": "replay", "sweep": self.spec.name, "sweep_run": str(self.run_id)},
             lineage=lineage,
         )
         if summary.rejected:
             raise RecstoreError(f"sweep {self.spec.name}: the store rejected "
                                 f"{summary.rejected} replay record(s); see `recstore rejects`")
-        return {case.case_index: run_key_for("aioc", case.replay_record["runId"]) for case in cases}
+        return {case.case_index: run_key_for("aioc", case.replay_record["runId"])
+                for case, _ in pending}
 
     def _row(self, case: CaseResult, replay_key: str | None) -> list:
-        report = case.replay_report
         return [
             self.run_id, case.case_index, case.source_run_key, replay_key, case.outcome,
-            report.get("status"), case.source_status, case.candidate_status,
-            canonical_json(case.signals), canonical_json(case.drift), case.error,
-            _json_or_none(case.comparison), _json_or_none(case.judge),
-            _json_or_none(report.get("calls")), case.duration_ms, _utc_naive(datetime.now(UTC)),
+            case.replay_status, case.source_status,
+            case.candidate_status, canonical_json(case.signals), canonical_json(case.drift),
+            case.error, _json_or_none(case.comparison), _json_or_none(case.judge),
+            case.duration_ms, _utc_naive(datetime.now(UTC)),
         ]
 
 

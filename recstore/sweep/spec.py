@@ -8,6 +8,7 @@ a spec behaves the same from any working directory.
 
 from __future__ import annotations
 
+import shlex
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
@@ -80,6 +81,12 @@ class CandidateSpec(_Strict):
     tools: dict[str, dict] = Field(default_factory=dict)
     timeout: Annotated[float, Field(gt=0)] = 300.0
     label: str | None = None
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split_command(cls, value: object) -> object:
+        """``command = "node replayer.js"`` is split like a shell would (no shell runs it)."""
+        return shlex.split(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _exactly_one(self) -> CandidateSpec:
