@@ -11,7 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from recstore.canonical import canonical_json
+from recstore.formats.aioc import validate_run_record
 from recstore.records import compare_records, extract_tool_calls, visits
+from recstore.store import Store
 from recstore.synth import (
     EDGE_ARGUMENTS,
     SCENARIOS,
@@ -106,6 +109,7 @@ def test_every_scenario_and_metadata(baseline):
 def test_invariants_hold_for_every_record(baseline, candidate):
     for record in baseline + candidate:
         assert record_problems(record) == [], record["metadata"]["caseId"]
+        validate_run_record(record, source=record["metadata"]["caseId"])  # the ingest model accepts it
 
 
 def test_envelopes_ok_denied_and_approval(baseline):
@@ -240,3 +244,13 @@ def test_candidate_changes_are_exactly_as_declared(baseline, candidate, changes)
             assert {base["status"], cand["status"]} == {"completed", "failed"}, where
             direction = "completed -> failed" if base["status"] == "completed" else "failed -> completed"
             assert direction in change.detail and not summary["samePolicyDecisions"], where
+
+
+def test_generated_records_store_and_come_back_unchanged(tmp_path):
+    """A real DuckDB store accepts every generated record and gives it back canonical-equal."""
+    store = Store(tmp_path / "synth.duckdb")
+    records = list(generate_corpus(24, seed=4))
+    summary = store.ingest_records(records, source_uri="synth:seed-4")
+    assert summary.accepted == 24 and summary.rejected == 0
+    for record in records:
+        assert canonical_json(store.get_record(f"aioc:{record['runId']}")) == canonical_json(record)
