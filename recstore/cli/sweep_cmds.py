@@ -1,1 +1,207 @@
-"""CLI commands: sweep_cmds (placeholder until its issue lands)."""
+"""CLI: ``recstore sweep run|schedule|cron|status|report`` (thin; the work is in recstore.sweep)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from recstore.cli import cli
+from recstore.errors import InputError, NotFoundError
+
+
+def _store(ctx: click.Context, *, must_exist: bool = True):
+    from recstore.store import Store
+
+    path = Path(ctx.obj["db"])
+    if must_exist and not path.exists():
+        raise NotFoundError(f"store {path} does not exist; ingest records first or pass --db")
+    return Store(path)
+
+
+class _Progress:
+    """``progress(done, total)`` drawing a click progress bar, on a terminal only."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.bar = None
+        self.shown = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if not sys.stderr.isatty():
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr,
+                                         show_pos=True, show_eta=True)
+            self.bar.__enter__()
+        self.bar.update(done - self.shown)
+        self.shown = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
+@cli.group()
+def sweep() -> None:
+    """Scheduled replay sweeps: select runs, replay them against a candidate, compare, gate.
+
+    \b
+    Examples:
+      recstore sweep run docs/examples/sweep-nightly.toml
+      recstore sweep status support-nightly
+      recstore sweep report support-nightly --output reports/
+      recstore sweep schedule nightly.toml weekly.toml
+      recstore sweep cron nightly.toml >> my.crontab
+    """
+
+
+@sweep.command("run")
+@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
+@click.option("--rerun", is_flag=True, help="Start a fresh run even if an unfinished one exists.")
+@click.option("--workers", type=click.IntRange(1, 64), help="Override the spec's worker count.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
+@click.pass_context
+def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | None,
+              as_json: bool) -> None:
+    """Run the sweep in SPEC, or continue its unfinished run; exit 1 when any case fails.
+
+    \b
+    Example:
+      recstore sweep run docs/examples/sweep-nightly.toml --workers 2
+    """
+    from recstore.sweep.runner import run_sweep
+    from recstore.sweep.spec import load_spec
+
+    spec = load_spec(spec_path)
+    if workers is not None:
+        spec = spec.model_copy(update={"workers": workers})
+    progress = _Progress(f"sweep {spec.name}")
+    try:
+        result = run_sweep(_store(ctx), spec, rerun=rerun, progress=progress,
+                           spec_path=Path(spec_path).resolve())
+    finally:
+        progress.close()
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(result.summary_line())
+        click.echo(f"report: recstore sweep report {result.sweep_run_id} --output DIR")
+    ctx.exit(1 if result.failed else 0)
+
+
+@sweep.command("schedule")
+@click.argument("spec_paths", metavar="SPEC...", nargs=-1, required=True,
+                type=click.Path(dir_okay=False))
+@click.option("--max-runs", type=click.IntRange(1), help="Stop after this many sweep runs.")
+@click.pass_context
+def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: int | None) -> None:
+    """Fire each SPEC at its cron times, in the foreground (for systemd or a container).
+
+    Slots missed while the scheduler was down, or while a sweep was still running, are reported
+    and skipped. One scheduler per store. Stop it with Ctrl-C or SIGTERM.
+
+    \b
+    Example:
+      recstore --db runs.duckdb sweep schedule nightly.toml
+    """
+    from recstore.sweep.locks import scheduler_lock
+    from recstore.sweep.runner import run_sweep
+    from recstore.sweep.schedule import ScheduledSweep, Scheduler
+    from recstore.sweep.spec import load_spec
+
+    sweeps = [ScheduledSweep(load_spec(p), Path(p).resolve()) for p in spec_paths]
+    store = _store(ctx)
+
+    def fire(sweep_: ScheduledSweep, slot: datetime) -> str:
+        spec = load_spec(sweep_.path)  # pick up edits made while the scheduler runs
+        result = run_sweep(store, spec, trigger="schedule", scheduled_for=slot, spec_path=sweep_.path)
+        return result.summary_line()
+
+    def last_fired(name: str) -> datetime | None:
+        if not store.path.exists():
+            return None
+        with store.reader() as con:
+            row = con.execute("SELECT max(scheduled_for) FROM sweep_runs WHERE sweep_name = ? "
+                              "AND trigger = 'schedule'", [name]).fetchone()
+        return row[0].replace(tzinfo=UTC) if row and row[0] else None
+
+    scheduler = Scheduler(sweeps, fire, last_fired=last_fired,
+                          on_event=lambda event: click.echo(event.line(), err=event.kind == "error"))
+    with scheduler_lock(store.path):
+        click.echo(f"scheduling {len(sweeps)} sweep(s) on {store.path} (PID lock {store.path}.sweep.lock)")
+        scheduler.run(max_fires=max_runs)
+
+
+@sweep.command("cron")
+@click.argument("spec_path", metavar="SPEC", type=click.Path(exists=True, dir_okay=False))
+@click.option("--log", "log_path", type=click.Path(dir_okay=False),
+              help="Where the cron job appends its output (default: next to the store).")
+@click.pass_context
+def sweep_cron(ctx: click.Context, spec_path: str, log_path: str | None) -> None:
+    """Print the crontab entry that runs SPEC at its schedule (an alternative to `schedule`).
+
+    \b
+    Example:
+      recstore --db /data/runs.duckdb sweep cron nightly.toml | crontab -
+    """
+    from recstore.sweep.schedule import ScheduledSweep, cron_lines
+    from recstore.sweep.spec import load_spec
+
+    spec = load_spec(spec_path)
+    if spec.schedule is None:
+        raise InputError("has no [schedule] section (cron and timezone)", source=spec_path)
+    click.echo(cron_lines(ScheduledSweep(spec, Path(spec_path)), ctx.obj["db"], log=log_path))
+
+
+@sweep.command("status")
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
+@click.pass_context
+def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool) -> None:
+    """List runs of sweep NAME (or the latest run of every sweep) with pass/warn/fail counts
+    and the trend against the previous run.
+
+    \b
+    Example:
+      recstore sweep status support-nightly --json
+    """
+    from recstore.sweep.report import status_text, sweep_status
+
+    rows = sweep_status(_store(ctx), name)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+    elif not rows:
+        click.echo("no sweep has run on this store yet")
+    else:
+        click.echo(status_text(rows))
+
+
+@sweep.command("report")
+@click.argument("run_ref", metavar="RUN")
+@click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False), default=".",
+              show_default=True, help="Folder for sweep-<run>.json and sweep-<run>.html.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report JSON to stdout instead.")
+@click.pass_context
+def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bool) -> None:
+    """Write the JSON and self-contained HTML report of sweep run RUN (a run number, or a sweep
+    name for its latest run).
+
+    \b
+    Example:
+      recstore sweep report support-nightly --output reports/
+    """
+    from recstore.sweep.report import sweep_report, write_report
+    from recstore.sweep.runner import resolve_run_id
+
+    store = _store(ctx)
+    run_id = resolve_run_id(store, run_ref)
+    if as_json:
+        click.echo(json.dumps(sweep_report(store, run_id), indent=2, default=str, ensure_ascii=False))
+        return
+    json_path, html_path = write_report(store, run_id, out_dir)
+    click.echo(f"wrote {json_path}")
+    click.echo(f"wrote {html_path}")

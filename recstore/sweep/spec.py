@@ -203,6 +203,9 @@ class ScheduleSpec(_Strict):
         return ZoneInfo(self.timezone)
 
 
+_NOT_DECISIVE = frozenset({"workers", "schedule", "description"})
+
+
 class SweepSpec(_Strict):
     """One sweep: select cases, replay them against a candidate, compare, classify."""
 
@@ -224,8 +227,10 @@ class SweepSpec(_Strict):
 
     @property
     def spec_hash(self) -> str:
-        """``sha256:`` of the canonical spec; a changed spec starts a new sweep run."""
-        return "sha256:" + sha256_canonical(self.canonical())
+        """``sha256:`` of what decides the results (not workers, schedule or description): an
+        unfinished run resumes only under the same hash; a changed spec starts a new run."""
+        decisive = {k: v for k, v in self.canonical().items() if k not in _NOT_DECISIVE}
+        return "sha256:" + sha256_canonical(decisive)
 
 
 def parse_spec(data: dict, *, source: str, base_dir: Path | None = None) -> SweepSpec:
