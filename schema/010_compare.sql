@@ -18,9 +18,6 @@ CREATE TABLE IF NOT EXISTS cmp_run_features (
     record_hash        VARCHAR NOT NULL,      -- runs.record_hash of the revision it describes
     run_id             VARCHAR,
     status             VARCHAR,
-    started_text       VARCHAR,
-    question_hash      VARCHAR,               -- sha256 of canonical JSON of question
-    input_scope_hash   VARCHAR,               -- sha256 of canonical JSON of items[:scope]; NULL if unknown
     response_hash      VARCHAR NOT NULL,      -- sha256 of canonical JSON of response
     response_length    INTEGER NOT NULL,      -- UTF-16 code units, as aioc's metrics count
     metadata_json      VARCHAR NOT NULL,      -- canonical JSON of metadata ?? {}
@@ -120,7 +117,7 @@ CREATE TABLE IF NOT EXISTS cmp_unpaired (
     side          VARCHAR NOT NULL,           -- baseline | candidate
     run_key       VARCHAR NOT NULL,
     pair_key      VARCHAR,
-    reason        VARCHAR NOT NULL            -- no_match | no_key | duplicate_dropped | duplicate_paired
+    reason        VARCHAR NOT NULL            -- no_match | no_key | duplicate_dropped | duplicate_kept | duplicate_paired
 );
 
 CREATE OR REPLACE VIEW comparisons AS SELECT * FROM cmp_comparisons;

@@ -24,7 +24,7 @@ from recstore.canonical import canonical_json, sha256_canonical
 from recstore.records import extract_tool_calls, utf16_length
 from recstore.records.toolcalls import output_canonical
 
-__all__ = ["RecordFeatures", "ensure_features", "record_features", "store_features"]
+__all__ = ["RecordFeatures", "missing_revisions", "record_features", "store_features"]
 
 
 def _hash(text: str) -> str:
@@ -86,9 +86,7 @@ def _entries(section: str, entries: list, out: RecordFeatures) -> None:
             _object_fields(section, index, entry, out.fields)
 
 
-def record_features(
-    record: dict, *, run_key: str = "", record_hash: str = "", input_scope_hash: str | None = None
-) -> RecordFeatures:
+def record_features(record: dict, *, run_key: str = "", record_hash: str = "") -> RecordFeatures:
     """Reduce one JSON-form RunRecord to its comparison features (pure; no I/O)."""
     metadata = _or_empty(record.get("metadata"), {})
     metadata_json = canonical_json(metadata)
@@ -101,9 +99,6 @@ def record_features(
             "record_hash": record_hash,
             "run_id": _text(record.get("runId")),
             "status": _text(record.get("status")),
-            "started_text": _text(record.get("startedAt")),
-            "question_hash": sha256_canonical(record.get("question")),
-            "input_scope_hash": input_scope_hash,
             "response_hash": sha256_canonical(record["response"]),
             "response_length": utf16_length(record["response"]),
             "metadata_json": metadata_json,
@@ -137,9 +132,6 @@ _RUN_COLUMNS = [
     "record_hash",
     "run_id",
     "status",
-    "started_text",
-    "question_hash",
-    "input_scope_hash",
     "response_hash",
     "response_length",
     "metadata_json",
@@ -201,35 +193,18 @@ def store_features(con: Any, features: Iterable[RecordFeatures]) -> dict[tuple[s
     }
 
 
-def ensure_features(con: Any, wanted: Iterable[tuple[str, str]], load: Any) -> dict[str, int]:
-    """Feature ids for ``(run_key, record_hash)`` revisions, computing the missing ones.
-
-    ``load(missing_run_keys) -> Iterable[(run_key, record_hash, record, input_scope_hash)]``
-    supplies records for revisions not yet reduced. Returns ``{run_key: feature_id}``.
-    """
-    wanted = list(dict.fromkeys(wanted))
-    if not wanted:
-        return {}
+def missing_revisions(con: Any, revisions: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The ``(run_key, record_hash)`` revisions that have no feature rows yet."""
+    if not revisions:
+        return []
     con.register(
         "_cmp_wanted",
-        pa.table({"run_key": [w[0] for w in wanted], "record_hash": [w[1] for w in wanted]}),
+        pa.table({"run_key": [r[0] for r in revisions], "record_hash": [r[1] for r in revisions]}),
     )
     try:
-        known = con.execute(
-            "SELECT w.run_key, min(f.feature_id) FROM _cmp_wanted w JOIN cmp_run_features f "
-            "USING (run_key, record_hash) GROUP BY w.run_key"
+        return con.execute(
+            "SELECT DISTINCT w.run_key, w.record_hash FROM _cmp_wanted w "
+            "ANTI JOIN cmp_run_features f USING (run_key, record_hash) ORDER BY ALL"
         ).fetchall()
     finally:
         con.unregister("_cmp_wanted")
-    ids = dict(known)
-    missing = [key for key, _ in wanted if key not in ids]
-    if missing:
-        new = store_features(
-            con,
-            (
-                record_features(rec, run_key=key, record_hash=h, input_scope_hash=scope)
-                for key, h, rec, scope in load(missing)
-            ),
-        )
-        ids.update({key: fid for (key, _), fid in new.items()})
-    return ids

@@ -1,0 +1,198 @@
+"""Pair baseline runs with candidate runs, in SQL over the store's ``runs`` and ``lineage``.
+
+A pairing rule (:class:`PairBy`) gives every run a key; runs with equal keys on the two sides
+form pairs. Nothing is dropped silently: runs without a key, runs whose key has no partner on the
+other side, and duplicates of one key on one side are all reported (``Unpaired`` rows) together
+with the duplicates rule used:
+
+* ``latest`` keeps, per side and key, the run that started last (ties: the one stored last) and
+  reports the others as ``duplicate_dropped``;
+* ``all`` pairs every baseline duplicate with every candidate duplicate and reports them as
+  ``duplicate_paired``.
+
+With ``latest`` the run kept from a group of duplicates is reported as ``duplicate_kept``.
+
+Keys: ``metadata.<path>`` (e.g. ``metadata.caseId``), ``question``, ``input_scope`` (sha256 of
+the canonical JSON of the run's input items), ``lineage`` (a derived run, e.g. a replay, paired
+with the run it was derived from).
+
+Example:
+    >>> PairBy.parse("metadata.caseId").json_path
+    '$."caseId"'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from recstore.canonical import sha256_canonical
+from recstore.errors import InputError
+
+__all__ = ["DUPLICATE_RULES", "PairBy", "pair_explicit", "pair_runs"]
+
+DUPLICATE_RULES = ("latest", "all")
+_EMPTY_SCOPE_HASH = sha256_canonical([])
+# Lineage relations that mean "derived from that run" (not thread continuations or subagents).
+_DERIVED_RELATIONS = ("replay_of", "sweep_case")
+
+
+@dataclass(frozen=True)
+class PairBy:
+    """A pairing rule: ``kind`` is metadata | question | input_scope | lineage | explicit."""
+
+    kind: str
+    path: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> PairBy:
+        """Parse ``--pair-by``. Raises InputError naming the value on anything unknown."""
+        head, _, rest = text.strip().partition(".")
+        if head == "metadata" and rest:
+            return cls("metadata", tuple(rest.split(".")))
+        normalized = text.strip().replace("-", "_")
+        if normalized in ("question", "input_scope", "lineage"):
+            return cls(normalized)
+        if normalized in ("inputScope", "input_scope_hash"):
+            return cls("input_scope")
+        raise InputError(
+            f"--pair-by {text!r}: use metadata.<path>, question, input_scope or lineage"
+        )
+
+    def __str__(self) -> str:
+        return ".".join(("metadata", *self.path)) if self.kind == "metadata" else self.kind
+
+    @property
+    def json_path(self) -> str:
+        """DuckDB JSON path of a metadata key (each step quoted, so any key works)."""
+        return "$." + ".".join(json.dumps(step) for step in self.path)
+
+    def key_sql(self, side: str) -> str:
+        """SQL for the pairing key of run ``r`` on ``side`` (NULL = the run has no key)."""
+        if self.kind == "metadata":
+            return "json_extract_string(r.metadata, " + _literal(self.json_path) + ")"
+        if self.kind == "question":
+            return "r.question"
+        if self.kind == "input_scope":
+            return (
+                f"CASE WHEN r.input_item_count = 0 THEN '{_EMPTY_SCOPE_HASH}' "
+                "ELSE (SELECT x.prefix_hash FROM run_input_prefixes x WHERE x.run_key = r.run_key "
+                "AND x.prefix_len = r.input_item_count) END"
+            )
+        if side == "baseline":  # lineage: a baseline run is its own key ...
+            return "r.run_key"
+        relations = ", ".join(_literal(rel) for rel in _DERIVED_RELATIONS)
+        return (  # ... and a candidate run carries the key of the run it was derived from
+            "(SELECT min(l.parent_run_key) FROM lineage l WHERE l.child_run_key = r.run_key "
+            f"AND l.relation IN ({relations}))"
+        )
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _side_table(con: Any, baseline: Sequence[str], candidate: Sequence[str]) -> None:
+    con.register(
+        "_cmp_side_in",
+        pa.table(
+            {
+                "side": ["baseline"] * len(baseline) + ["candidate"] * len(candidate),
+                "run_key": list(baseline) + list(candidate),
+            }
+        ),
+    )
+    con.execute("CREATE OR REPLACE TEMP TABLE _cmp_side AS SELECT DISTINCT * FROM _cmp_side_in")
+    con.unregister("_cmp_side_in")
+
+
+def pair_runs(
+    con: Any,
+    baseline: Sequence[str],
+    candidate: Sequence[str],
+    pair_by: PairBy,
+    duplicates: str = "latest",
+) -> None:
+    """Pair two run-key sets; writes temp tables ``_cmp_pairing(pair_index, pair_key, a_key,
+    b_key)`` and ``_cmp_unpaired_runs(side, run_key, pair_key, reason)``."""
+    if duplicates not in DUPLICATE_RULES:
+        raise InputError(f"--duplicates {duplicates!r}: use latest or all")
+    _side_table(con, baseline, candidate)
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _cmp_keyed AS
+        WITH keyed AS (
+            SELECT s.side, s.run_key,
+                   CASE WHEN s.side = 'baseline' THEN {pair_by.key_sql("baseline")}
+                        ELSE {pair_by.key_sql("candidate")} END AS pair_key,
+                   r.started_text, r.last_seq
+            FROM _cmp_side s JOIN runs r USING (run_key)
+        )
+        SELECT *,
+               row_number() OVER (PARTITION BY side, pair_key
+                                  ORDER BY started_text DESC NULLS LAST, last_seq DESC) AS rank,
+               count(*) OVER (PARTITION BY side, pair_key) AS copies
+        FROM keyed
+        """
+    )
+    keep = "rank = 1" if duplicates == "latest" else "TRUE"
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _cmp_pairing AS
+        SELECT (row_number() OVER (ORDER BY a.pair_key, a.run_key, b.run_key) - 1)::INTEGER
+                   AS pair_index,
+               a.pair_key, a.run_key AS a_key, b.run_key AS b_key
+        FROM _cmp_keyed a JOIN _cmp_keyed b
+          ON a.pair_key = b.pair_key AND a.side = 'baseline' AND b.side = 'candidate'
+        WHERE a.pair_key IS NOT NULL AND a.{keep} AND b.{keep}
+        """
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _cmp_unpaired_runs AS
+        SELECT side, run_key, pair_key,
+               CASE WHEN pair_key IS NULL THEN 'no_key'
+                    WHEN NOT ({keep}) THEN 'duplicate_dropped'
+                    WHEN NOT EXISTS (SELECT 1 FROM _cmp_keyed o
+                                     WHERE o.pair_key = k.pair_key AND o.side <> k.side)
+                         THEN 'no_match'
+                    ELSE '{"duplicate_kept" if duplicates == "latest" else "duplicate_paired"}'
+               END AS reason
+        FROM _cmp_keyed k
+        WHERE pair_key IS NULL OR copies > 1
+           OR NOT EXISTS (SELECT 1 FROM _cmp_keyed o
+                          WHERE o.pair_key = k.pair_key AND o.side <> k.side)
+        ORDER BY side, pair_key, run_key
+        """
+    )
+
+
+def pair_explicit(con: Any, pairs: Sequence[tuple[str, str]]) -> None:
+    """Pairs given as ``(baseline_run_key, candidate_run_key)``, kept in the given order (the same
+    run may appear in several pairs, on either side)."""
+    con.register(
+        "_cmp_explicit_in",
+        pa.table(
+            {
+                "pair_index": list(range(len(pairs))),
+                "a_key": [a for a, _ in pairs],
+                "b_key": [b for _, b in pairs],
+            },
+            schema=pa.schema(
+                [("pair_index", pa.int32()), ("a_key", pa.string()), ("b_key", pa.string())]
+            ),
+        ),
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _cmp_pairing AS "
+        "SELECT pair_index, NULL::VARCHAR AS pair_key, a_key, b_key FROM _cmp_explicit_in"
+    )
+    con.unregister("_cmp_explicit_in")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _cmp_unpaired_runs (side VARCHAR, run_key VARCHAR, "
+        "pair_key VARCHAR, reason VARCHAR)"
+    )
