@@ -46,7 +46,7 @@ ENVELOPE_STATUSES = ("ok", "denied", "approval_required")
 NEWER_FIELDS = ("initialAgentName", "executionRecordingStatus")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class InputScope:
     """How many leading items were the run's input, and which field said so."""
 
@@ -54,7 +54,7 @@ class InputScope:
     source: Literal["inputItemCount", "requestFingerprint"] | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Request:
     """One model request (one request fingerprint); its output interval is
     ``items[output_start:output_end]``."""
@@ -70,7 +70,7 @@ class Request:
     fingerprint: dict
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HandoffTransition:
     """One handoff policy decision and whether it switched the agent.
 
@@ -136,7 +136,7 @@ class DecisionJoin:
     tool_call_index: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Finding:
     """A structural inconsistency in a record: reported, never raised."""
 
