@@ -26,7 +26,10 @@ def inspect_record(file: str, as_json: bool) -> None:
     """Summarize one aioc RunRecord FILE: visits, requests and their item intervals, tool calls
     with envelope status, handoffs, decisions and findings.
 
-    Example: recstore inspect run.json --json
+    \b
+    Example:
+      recstore inspect run.json
+      recstore inspect run.json --json
     """
     analysis = analyze(load_record_file(file))
     click.echo(dumps_json(analysis.to_dict()) if as_json else render_analysis(analysis))
@@ -69,7 +72,10 @@ def compare_record_files(
     Exit status 0 when equal, 1 when different, 2 on error (like diff). Sections: response,
     toolCalls, policy, guardrails, metadata.
 
-    Example: recstore compare baseline.json candidate.json --exclude metadata
+    \b
+    Example:
+      recstore compare baseline.json candidate.json
+      recstore compare baseline.json candidate.json --json --exclude metadata
     """
     result = compare_files(
         a, b, include_sections=list(include) or None, exclude_sections=list(exclude)
