@@ -4,6 +4,8 @@ exit, timeout and garbage on stdout, each stored as a replay with the right stat
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -182,3 +184,164 @@ def test_split_command():
     assert split_command("node 'my replayer.js' --fast") == ["node", "my replayer.js", "--fast"]
     with pytest.raises(Exception, match="empty"):
         split_command("  ")
+
+
+# ---------------------------------------------------------------------------------------------
+# the CLI: recstore replay RUN --command / --match agentuse
+
+
+def cli(db: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "recstore", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+@pytest.fixture
+def cli_db(tmp_path) -> Path:
+    db = tmp_path / "cli.duckdb"
+    done = cli(db, "ingest", str(AIOC_FIXTURES / "tool-allow.json"), str(AGENTUSE_DATA))
+    assert done.returncode == 0, done.stderr
+    return db
+
+
+def test_cli_command_replayer_statuses(cli_db):
+    ok = cli(cli_db, "replay", "tool-allow", "--command", shlex.join(command("ok")), "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["status"] == "completed"
+    failed = cli(cli_db, "replay", "tool-allow", "--command", shlex.join(command("exit")), "--json")
+    assert failed.returncode == 1
+    report = json.loads(failed.stdout)
+    assert report["status"] == "error" and "model quota exceeded (429)" in report["reason"]
+    slow = cli(
+        cli_db,
+        "replay",
+        "tool-allow",
+        "--command",
+        shlex.join(command("sleep")),
+        "--command-timeout",
+        "1",
+        "--json",
+    )
+    assert (
+        slow.returncode == 1 and json.loads(slow.stdout)["reason"] == "replayer timed out after 1s"
+    )
+    statuses = cli(
+        cli_db,
+        "query",
+        "--json",
+        "SELECT report_status, count(*) AS n FROM replays GROUP BY ALL ORDER BY 1",
+    )
+    assert statuses.returncode == 0, statuses.stderr
+    assert "completed" in statuses.stdout and "error" in statuses.stdout
+
+
+def test_cli_match_agentuse_on_an_aioc_run(cli_db):
+    done = cli(cli_db, "replay", "tool-allow", "--from-source", "--match", "agentuse", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "completed"
+
+
+HARNESS_TOOLS = ["store_list", "tools__bash", "subagent__research", "await_human"]
+
+
+def test_cli_match_agentuse_on_an_agentuse_session_captures_the_proposal(cli_db, tmp_path):
+    script = [
+        {
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "name": "store_list",
+                    "arguments": {
+                        "intent": "find",
+                        "type": "mention",
+                        "status": "pending",
+                        "limit": 1,
+                    },
+                },
+                {
+                    "id": "c2",
+                    "name": "tools__bash",
+                    "arguments": {"command": "gh api /notifications"},
+                },
+            ]
+        },
+        {
+            "tool_calls": [
+                {
+                    "id": "c3",
+                    "name": "subagent__research",
+                    "arguments": {"task": "Find the pricing page"},
+                }
+            ]
+        },
+        {
+            "tool_calls": [
+                {
+                    "id": "c4",
+                    "name": "await_human",
+                    "arguments": {"prompt": "Post?", "draft": "Hi @alice"},
+                }
+            ]
+        },
+    ]
+    harness = {
+        "runtime": {"entry_agent": "agents/reply"},
+        "agents": {
+            "agents/reply": {"instructions": "Draft a shorter reply.", "tools": HARNESS_TOOLS}
+        },
+        "tools": {name: {"parameters": {"type": "object"}} for name in HARNESS_TOOLS},
+        "policies": {"default": "allow"},
+        "provider": {"kind": "scripted", "script": script},
+    }
+    path = tmp_path / "candidate.yaml"
+    path.write_text(json.dumps(harness))
+    done = cli(
+        cli_db,
+        "replay",
+        "agentuse:01M8PCRENAD8M1WA7TYT0KGN5Y",
+        "--harness",
+        str(path),
+        "--match",
+        "agentuse",
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    key = json.loads(done.stdout)["replayRunKey"]
+    meta = cli(cli_db, "query", "--json", f"SELECT metadata FROM runs WHERE run_key = '{key}'")
+    report = json.loads(meta.stdout)[0]["metadata"]["agentuseReplay"]
+    assert report["status"] == "proposal" and report["success"] is True
+    assert report["sourceSessionId"] == "01M8PCRENAD8M1WA7TYT0KGN5Y"
+    assert [c["source"] for c in report["calls"]] == [
+        "store-projection",
+        "recording",
+        "recording",
+        "proposal",
+    ]
+    assert report["original"]["proposal"]["prompt"] == "Post this reply?"
+    assert report["current"]["proposal"] == {"prompt": "Post?", "draft": "Hi @alice"}
+
+
+def test_cli_refuses_a_mock_session_as_source(tmp_path):
+    from .test_agentuse_format import session_dir, writable_copy
+
+    data = writable_copy(tmp_path)
+    info_path = session_dir(data) / SESSION.name / "session.json"
+    info = json.loads(info_path.read_text())
+    info["mock"] = True
+    info_path.write_text(json.dumps(info))
+    db = tmp_path / "m.duckdb"
+    assert cli(db, "ingest", str(data)).returncode == 0
+    done = cli(
+        db,
+        "replay",
+        "agentuse:01M8PCRENAD8M1WA7TYT0KGN5Y",
+        "--command",
+        shlex.join(command("ok")),
+        "--match",
+        "agentuse",
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "mock:true" in done.stderr and done.stderr.count("\n") == 1
