@@ -30,7 +30,6 @@ Example:
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import random
 import re
@@ -42,6 +41,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from recstore.runtime import (
     Agent,
@@ -777,17 +778,21 @@ def write_corpus(path: str | Path, n: int, seed: int = 0, variant: str = "baseli
     in ``.gz`` (with a fixed header, so equal corpora are equal bytes)."""
     path = Path(path)
     with open(path, "wb") as raw:
-        binary = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) if path.suffix == ".gz" else raw
-        with binary, io.TextIOWrapper(binary, encoding="utf-8", newline="\n") as fh:
+        out = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) if path.suffix == ".gz" else raw
+        with out:
             for record in generate_corpus(n, seed, variant):
-                fh.write(ndjson_line(record))
+                out.write(ndjson_line(record))
     return path
 
 
-def ndjson_line(record: dict) -> str:
-    """One NDJSON line: compact UTF-8 JSON; lone surrogates (not encodable) and U+2028/U+2029
-    (line breaks to ``str.splitlines``) are written as ``\\uXXXX`` escapes."""
-    line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-    if _ESCAPED.search(line):
-        line = _ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", line)
-    return line + "\n"
+def ndjson_line(record: dict) -> bytes:
+    """One NDJSON line (UTF-8, newline-terminated): compact JSON in which lone surrogates (not
+    encodable) and U+2028/U+2029 (line breaks to ``str.splitlines``) are ``\\uXXXX`` escapes."""
+    try:
+        line = orjson.dumps(record)
+    except orjson.JSONEncodeError:  # lone surrogates, integers beyond 64 bits
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        return _ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8") + b"\n"
+    if b"\xe2\x80\xa8" in line or b"\xe2\x80\xa9" in line:
+        line = line.replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
+    return line + b"\n"

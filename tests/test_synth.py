@@ -70,7 +70,7 @@ def test_ndjson_lines_parse_back_to_the_records(tmp_path):
     assert len(lines) == len(records)
     for line, record in zip(lines, records, strict=True):
         assert json.loads(line) == record
-        assert ndjson_line(record) == line + "\n"
+        assert ndjson_line(record) == (line + "\n").encode("utf-8")
 
 
 def test_different_seeds_differ(baseline):
