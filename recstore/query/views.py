@@ -36,6 +36,7 @@ PUBLIC_VIEWS: tuple[str, ...] = (
     "comparisons",
     "comparison_pairs",
     "replays",
+    "replay_calls",
     "sweeps",
     "sweep_runs",
     "sweep_cases",
@@ -386,6 +387,8 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
     "comparisons": ("Bulk comparisons: the filters, pairing rule and aggregate result.", {}),
     "comparison_pairs": ("One row per baseline/candidate pair of a comparison.", {}),
     "replays": ("Replays written by recstore: source run, mode, harness and tape stats.", {}),
+    "replay_calls": ("Each tool execution of a stored replay: recorded, use_output, live or missing, "
+                     "with the source item a recorded output came from.", {}),
     "sweeps": ("Sweeps with their latest run and outcome counts.", {}),
     "sweep_runs": ("Each run of a sweep: selection, counts and status.", {}),
     "sweep_cases": ("Each case of a sweep run: source run, replay and signals.", {}),
