@@ -39,6 +39,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,10 @@ import orjson
 from recstore.runtime import (
     Agent,
     Handoff,
+    ModelResponse,
     OutputGuardrail,
     Policies,
+    ProviderToolCall,
     ScriptedProvider,
     Tool,
     handoff_tool_name,
@@ -711,9 +714,17 @@ def _clock(seed: int, index: int) -> Callable[[], str]:
 
     def tick() -> str:
         now_ms[0] += 1 + int(rng.random() * 2500)
-        seconds, millis = divmod(now_ms[0], 1000)
-        return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{millis:03d}Z"
+        days, rest = divmod(now_ms[0], 86_400_000)
+        hours, rest = divmod(rest, 3_600_000)
+        minutes, rest = divmod(rest, 60_000)
+        seconds, millis = divmod(rest, 1000)
+        return f"{_iso_date(days)}T{hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}Z"
     return tick
+
+
+@lru_cache(maxsize=1024)
+def _iso_date(days_since_epoch: int) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(days_since_epoch * 86_400))
 
 
 def _policy(plan: _Plan) -> Policies | None:
@@ -735,15 +746,21 @@ class _PolicyBackendError(Exception):
     error_name = "PolicyBackendError"
 
 
-def _script(plan: _Plan) -> list[dict]:
+def _script(plan: _Plan) -> list[ModelResponse]:
     script = []
     for turn in plan.turns:
         if isinstance(turn, str):
-            script.append({"text": turn})
+            script.append(ModelResponse(text=turn))
         else:
-            script.append({"tool_calls": [{"call_id": c.call_id, "name": c.name, "arguments": c.arguments}
-                                          for c in turn]})
+            script.append(ModelResponse(tool_calls=[ProviderToolCall(c.call_id, c.name, _raw(c)) for c in turn]))
     return script
+
+
+def _raw(call: _Call) -> str:
+    """The provider's argument string: verbatim for raw cases, else compact JSON."""
+    if call.raw:
+        return call.arguments
+    return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
 
 
 def _run_plan(seed: int, plan: _Plan, variant: str) -> dict:
