@@ -215,35 +215,47 @@ def test_declared_changes_cover_every_kind(changes):
     assert list(changes) == [f"case-{i + 1:05d}" for i in range(N)]
 
 
+def assert_change_as_declared(base: dict, cand: dict, change) -> None:
+    result = compare_records(base, cand)
+    summary, metrics = result["summary"], result["metrics"]
+    paths = [d["path"] for d in result["differences"]]
+    where = (change, paths)
+    if change.kind == "none":
+        assert result["equal"], where
+        assert json.dumps(base["policyDecisions"]) == json.dumps(cand["policyDecisions"])
+    elif change.kind == "final_wording":
+        assert paths == ["response"], where
+    elif change.kind == "tool_argument":
+        assert not summary["sameToolCallShape"] and summary["sameFinalResponse"], where
+        assert any(p.endswith(".argsHash") for p in paths), where
+        assert metrics["toolCallsA"] == metrics["toolCallsB"], where
+    elif change.kind == "drop_tool_call":
+        assert metrics["toolCallsB"] == metrics["toolCallsA"] - 1, where
+        assert len(cand["policyDecisions"]) == len(base["policyDecisions"]) - 1, where
+        assert summary["sameFinalResponse"], where
+    elif change.kind == "add_tool_call":
+        assert metrics["toolCallsB"] == metrics["toolCallsA"] + 1, where
+        assert len(cand["policyDecisions"]) == len(base["policyDecisions"]) + 1, where
+        assert summary["sameFinalResponse"], where
+    else:
+        assert change.kind == "status_flip"
+        assert {base["status"], cand["status"]} == {"completed", "failed"}, where
+        direction = "completed -> failed" if base["status"] == "completed" else "failed -> completed"
+        assert direction in change.detail and not summary["samePolicyDecisions"], where
+
+
 def test_candidate_changes_are_exactly_as_declared(baseline, candidate, changes):
     for base, cand in zip(baseline, candidate, strict=True):
-        change = changes[base["metadata"]["caseId"]]
-        result = compare_records(base, cand)
-        summary, metrics = result["summary"], result["metrics"]
-        paths = [d["path"] for d in result["differences"]]
-        where = (change, paths)
-        if change.kind == "none":
-            assert result["equal"], where
-            assert json.dumps(base["policyDecisions"]) == json.dumps(cand["policyDecisions"])
-        elif change.kind == "final_wording":
-            assert paths == ["response"], where
-        elif change.kind == "tool_argument":
-            assert not summary["sameToolCallShape"] and summary["sameFinalResponse"], where
-            assert any(p.endswith(".argsHash") for p in paths), where
-            assert metrics["toolCallsA"] == metrics["toolCallsB"], where
-        elif change.kind == "drop_tool_call":
-            assert metrics["toolCallsB"] == metrics["toolCallsA"] - 1, where
-            assert len(cand["policyDecisions"]) == len(base["policyDecisions"]) - 1, where
-            assert summary["sameFinalResponse"], where
-        elif change.kind == "add_tool_call":
-            assert metrics["toolCallsB"] == metrics["toolCallsA"] + 1, where
-            assert len(cand["policyDecisions"]) == len(base["policyDecisions"]) + 1, where
-            assert summary["sameFinalResponse"], where
-        else:
-            assert change.kind == "status_flip"
-            assert {base["status"], cand["status"]} == {"completed", "failed"}, where
-            direction = "completed -> failed" if base["status"] == "completed" else "failed -> completed"
-            assert direction in change.detail and not summary["samePolicyDecisions"], where
+        assert_change_as_declared(base, cand, changes[base["metadata"]["caseId"]])
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**32))
+def test_candidate_changes_as_declared_for_any_seed(seed):
+    changes = case_changes(24, seed)
+    pairs = zip(generate_corpus(24, seed), generate_corpus(24, seed, "candidate"), strict=True)
+    for base, cand in pairs:
+        assert_change_as_declared(base, cand, changes[base["metadata"]["caseId"]])
 
 
 def test_generated_records_store_and_come_back_unchanged(tmp_path):
