@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from recstore.canonical import sha256_canonical
+from recstore.canonical import sha256_canonical, sha256_text
 from recstore.records import analyze
 
 TOP_LEVEL_ORDER = [
@@ -52,6 +52,9 @@ def _request_problems(record: dict) -> list[str]:
         previous = count
         if fp["messagesHash"] != sha256_canonical(items[:count]):
             problems.append(f"request {i} messagesHash != H(items[:messageCount])")
+        if "promptText" in snap and (snap["promptHash"] != sha256_text(snap["promptText"])
+                                     or fp["systemPromptHash"] != sha256_canonical(snap["promptText"])):
+            problems.append(f"request {i} prompt hashes do not match promptText")
         if not all(_HEX64.match(fp[k]) for k in ("requestHash", "toolsHash", "modelSettingsHash")):
             problems.append(f"request {i} hash format")
     return problems
