@@ -768,6 +768,7 @@ def _run_plan(seed: int, plan: _Plan, variant: str) -> dict:
     result = run(
         _entry(plan), plan.input, provider=ScriptedProvider(_script(plan)), context=plan.context,
         max_turns=plan.max_turns, policies=_policy(plan), metadata=plan.meta,
+        include_prompt_text=plan.suite.name == "research",  # that team records prompts; others do not
         clock=_clock(seed, plan.index), id_factory=lambda: str(uuid.UUID(int=ids.getrandbits(128), version=4)),
     )
     return result.record
