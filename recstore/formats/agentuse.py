@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -358,8 +359,9 @@ def is_agentuse_tree(path: str | Path) -> bool:
     return p.is_dir() and bool(_find_containers(p)[1])
 
 
-def _read_file(path: Path, rel: str, kind: str, problems: list[Problem]) -> TreeFile | None:
-    data = path.read_bytes()  # I/O errors surface (§4.2.15)
+def _read_file(path: str, rel: str, kind: str, problems: list[Problem]) -> TreeFile | None:
+    with open(path, "rb") as fh:  # I/O errors surface (§4.2.15)
+        data = fh.read()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -368,12 +370,12 @@ def _read_file(path: Path, rel: str, kind: str, problems: list[Problem]) -> Tree
                 rel,
                 f"not UTF-8 text (invalid byte at offset {exc.start}); skipped",
                 False,
-                str(path),
+                path,
                 "not_utf8",
             )
         )
         return None
-    return TreeFile(rel, kind, _sha256(data), len(data), text, str(path))
+    return TreeFile(rel, kind, _sha256(data), len(data), text, path)
 
 
 def _collect_session(path: Path, rel: str, out: list[TreeFile], problems: list[Problem]) -> None:
@@ -395,7 +397,7 @@ def _collect_session(path: Path, rel: str, out: list[TreeFile], problems: list[P
             kind = _SESSION_LEVEL_FILES.get(entry.name) or (
                 "checkpoint" if entry.suffix == ".json" else "other"
             )
-            tree_file = _read_file(entry, entry_rel, kind, problems)
+            tree_file = _read_file(str(entry), entry_rel, kind, problems)
             if tree_file:
                 out.append(tree_file)
         elif entry.name == SUBAGENT_DIR:
@@ -416,32 +418,48 @@ def _collect_session(path: Path, rel: str, out: list[TreeFile], problems: list[P
             _collect_message_dir(entry, entry_rel, out, problems)
 
 
+def _walk_files(path: str, rel: str) -> list[tuple[str, str]]:
+    """(absolute path, path relative to the message dir) of every file below ``path``, sorted;
+    os.scandir because pathlib's per-path parsing dominated scans of big trees."""
+    found = []
+    with os.scandir(path) as entries:
+        for entry in entries:
+            sub = f"{rel}/{entry.name}" if rel else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                found.extend(_walk_files(entry.path, sub))
+            elif entry.is_file():
+                found.append((entry.path, sub))
+    return sorted(found, key=lambda f: f[1])
+
+
+def _message_file_kind(inner: str) -> str:
+    head, _, name = inner.partition("/")
+    if inner == "message.json":
+        return "message"
+    if head == "part" and "/" not in name and name.endswith(".json"):
+        return "part"
+    if head == "artifact" and "/" not in name:
+        return "artifact"
+    return "other"
+
+
 def _collect_message_dir(
     path: Path, rel: str, out: list[TreeFile], problems: list[Problem]
 ) -> None:
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        file_rel = f"{rel}/{file.relative_to(path).as_posix()}"
-        if _TMP_FILE.fullmatch(file.name):
+    for file, inner in _walk_files(str(path), ""):
+        file_rel = f"{rel}/{inner}"
+        if _TMP_FILE.fullmatch(inner.rsplit("/", 1)[-1]):
             problems.append(
                 Problem(
                     file_rel,
                     "leftover temp file of an interrupted atomic write; ignored",
                     False,
-                    str(file),
+                    file,
                     "tmp_file",
                 )
             )
             continue
-        parts = file.relative_to(path).parts
-        if parts == ("message.json",):
-            kind = "message"
-        elif len(parts) == 2 and parts[0] == "part" and file.suffix == ".json":
-            kind = "part"
-        elif len(parts) == 2 and parts[0] == "artifact":
-            kind = "artifact"
-        else:
-            kind = "other"
-        tree_file = _read_file(file, file_rel, kind, problems)
+        tree_file = _read_file(file, file_rel, _message_file_kind(inner), problems)
         if tree_file:
             out.append(tree_file)
 

@@ -388,6 +388,9 @@ def _store_tree(
 ) -> str:
     key = f"{FORMAT}:{tree.session_id}"
     current = writer._current.get(key)
+    if current is not None and current[0] == tree_hash(tree.files):
+        writer.summary.duplicate += 1  # fast path: every file as stored, nothing to read back
+        return "duplicate"
     if current is not None:
         stored, seqs = stored_files(writer.con, key)
     else:
