@@ -139,7 +139,7 @@ def pair_runs(
         FROM keyed
         """
     )
-    keep = "rank = 1" if duplicates == "latest" else "TRUE"
+    latest = duplicates == "latest"
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _cmp_pairing AS
@@ -148,7 +148,7 @@ def pair_runs(
                a.pair_key, a.run_key AS a_key, b.run_key AS b_key
         FROM _cmp_keyed a JOIN _cmp_keyed b
           ON a.pair_key = b.pair_key AND a.side = 'baseline' AND b.side = 'candidate'
-        WHERE a.pair_key IS NOT NULL AND a.{keep} AND b.{keep}
+        WHERE a.pair_key IS NOT NULL {"AND a.rank = 1 AND b.rank = 1" if latest else ""}
         """
     )
     con.execute(
@@ -156,11 +156,11 @@ def pair_runs(
         CREATE OR REPLACE TEMP TABLE _cmp_unpaired_runs AS
         SELECT side, run_key, pair_key,
                CASE WHEN pair_key IS NULL THEN 'no_key'
-                    WHEN NOT ({keep}) THEN 'duplicate_dropped'
+                    WHEN {"rank > 1" if latest else "FALSE"} THEN 'duplicate_dropped'
                     WHEN NOT EXISTS (SELECT 1 FROM _cmp_keyed o
                                      WHERE o.pair_key = k.pair_key AND o.side <> k.side)
                          THEN 'no_match'
-                    ELSE '{"duplicate_kept" if duplicates == "latest" else "duplicate_paired"}'
+                    ELSE '{"duplicate_kept" if latest else "duplicate_paired"}'
                END AS reason
         FROM _cmp_keyed k
         WHERE pair_key IS NULL OR copies > 1
