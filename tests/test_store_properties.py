@@ -52,7 +52,8 @@ def _insert_at(record: dict, position: int, key: str, value: Any) -> dict:
 def mutated_records(draw) -> dict:
     record = json.loads(json.dumps(draw(st.sampled_from(CORPUS))))  # deep copy
     for _ in range(draw(st.integers(0, 3))):
-        key = draw(st.text(min_size=1, max_size=8).filter(lambda k: k not in record))
+        taken = set(record)
+        key = draw(st.text(min_size=1, max_size=8).filter(lambda k, taken=taken: k not in taken))
         record = _insert_at(record, draw(st.integers(0, 40)), key, draw(json_values))
     if draw(st.booleans()):
         record["metadata"] = {**record.get("metadata", {}), "extra": draw(json_values)}
