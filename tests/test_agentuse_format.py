@@ -4,12 +4,15 @@ corrupted copy of the fixture."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recstore.formats.agentuse import assemble_run, is_agentuse_tree, part_sort_key, scan_tree
 
@@ -469,3 +472,35 @@ def test_unknown_part_types_and_extra_fields_are_kept(tmp_path):
     _, run = only_run(data)
     event = next(e for e in run.events if e.type == "verify")
     assert event.subtype == "pass" and event.payload["superseded"] is True
+
+
+# ---------------------------------------------------------------------------------------------
+# property: no single damaged file stops the fold
+
+
+_FIXTURE_FILES = scan_tree(AGENTUSE_DATA).trees[0].files
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.integers(0, len(_FIXTURE_FILES) - 1),
+    st.one_of(
+        st.integers(0, 400).map(lambda k: ("cut", k)),
+        st.text(min_size=1, max_size=20).map(lambda t: ("append", t)),
+    ),
+)
+def test_property_any_damaged_file_leaves_the_run(index, damage):
+    files = list(_FIXTURE_FILES)
+    target = files[index]
+    kind, arg = damage
+    text = target.text[:arg] if kind == "cut" else target.text + arg
+    files[index] = dataclasses.replace(target, text=text)
+    run = assemble_run(files)
+    assert run.run_key == f"agentuse:{ROOT_ID}"
+    assert len(run.tool_calls) >= 3  # at most the damaged part is lost
+    known = {f.rel_path for f in files}
+    for problem in run.problems:
+        assert problem.rel_path.split(":")[0] in known or any(
+            k.startswith(problem.rel_path + "/") for k in known
+        )
+        assert problem.reason

@@ -157,8 +157,12 @@ def test_lineage_of_a_replay_session(store, tmp_path):
         )
     )
     store.ingest([str(data)])
-    run = rows(store, "SELECT mock, replay_of_run_id FROM runs WHERE run_id = ?", [replay_id])
-    assert run == [(True, ROOT_ID)]
+    run = rows(
+        store,
+        "SELECT mock, replay_of_run_id, metadata->>'$.agentuse.replayReport.status' FROM runs WHERE run_id = ?",
+        [replay_id],
+    )
+    assert run == [(True, ROOT_ID, "proposal")]
     lineage = rows(
         store,
         "SELECT child_run_key, parent_run_key, relation FROM lineage WHERE child_run_key = ?",

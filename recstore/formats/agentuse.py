@@ -1416,6 +1416,8 @@ def agentuse_metadata(run: AgentuseRun) -> dict:
     if root.error_code:
         meta["errorCode"] = root.error_code
     for edge in run.lineage:
-        key = "replaySourceSessionId" if edge.kind == "strict_replay" else "resultSourceSessionId"
-        meta[key] = edge.source_session_id
+        strict = edge.kind == "strict_replay"
+        meta["replaySourceSessionId" if strict else "resultSourceSessionId"] = edge.source_session_id
+        if edge.report is not None:  # replay.json / result-test.json: status, calls[].partId, ...
+            meta["replayReport" if strict else "resultReport"] = edge.report
     return meta
