@@ -54,6 +54,11 @@ def test_every_corpus_dev_baseline_record_reproduces():
         reproduce(source)
 
 
+def test_every_corpus_dev_candidate_record_reproduces_too():
+    for source in read_ndjson_gz(CORPUS_DEV / "corpus-candidate.ndjson.gz"):
+        reproduce(source)
+
+
 def test_absent_data_stays_absent_not_null():
     records = read_ndjson_gz(CORPUS_DEV / "corpus-baseline.ndjson.gz")
     checked = 0
