@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recstore.replay import AIOC, REPRODUCE, Candidate, build_tape, replay_input, replay_run
 from recstore.runtime import (
@@ -316,3 +318,39 @@ def test_tape_queue_is_shared_across_agents_and_keyed_by_name_and_args():
     assert tape.take("lookup", key_hash).value == 1
     assert tape.take("lookup", key_hash) is None
     assert tape.take("other", key_hash).value == 2
+
+
+# --- invariants ---------------------------------------------------------------------------------
+
+ids = st.lists(st.sampled_from(["1", "2", "3"]), max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(recorded=ids, requested=ids, mode=st.sampled_from(["strict", "hybrid"]))
+def test_property_tape_serves_fifo_and_strict_never_goes_live(recorded, requested, mode):
+    items = [user("q")]
+    for n, value in enumerate(recorded):
+        items += [call_item(f"r{n}", "lookup", {"id": value}), output_item(f"r{n}", dict(OK, data=f"{value}#{n}"))]
+    live = LiveTool(result="live")
+    turns = [lookup_turn(*requested)] if requested else []
+    outcome = replay_run(source_record(items), candidate(live), mode, provider=script(*turns, "done"))
+    s = outcome.stats
+    assert s.recordedToolCalls == len(recorded)
+    queues = {v: [f"{v}#{n}" for n, r in enumerate(recorded) if r == v] for v in "123"}
+    expected_outputs, expected_live = [], []
+    for value in requested:
+        if queues[value]:
+            expected_outputs.append(queues[value].pop(0))
+        elif mode == "hybrid":
+            expected_outputs.append("live")
+            expected_live.append({"id": value})
+        else:
+            break  # a strict miss stops the run
+    outputs = [it["output"]["data"] for it in outcome.record["items"] if it["type"] == "tool_call_output_item"]
+    assert outputs == expected_outputs
+    assert live.calls == expected_live
+    assert s.replayedFromRecord + s.missingToolCalls == len(outcome.calls)
+    assert s.liveFallbackCalls == len(expected_live)
+    if mode == "strict":
+        assert s.liveFallbackCalls == 0 and s.missingToolCalls <= 1
+        assert (outcome.record["status"] == "failed") == (s.missingToolCalls == 1)
