@@ -336,3 +336,27 @@ def test_cli_ingest_detects_and_forces_agentuse(tmp_path):
         == f"recstore: error: {tmp_path}: not an agentuse data root, project, session container or session directory"
     )
     assert (db.stat().st_mode & 0o777) == 0o600
+
+
+def test_cli_agentuse_check(tmp_path):
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "recstore", "agentuse", "check", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    clean = run(str(AGENTUSE_DATA))
+    assert clean.returncode == 0, clean.stderr
+    assert clean.stdout.splitlines() == [
+        "data_root: 1 sessions, 0 problems",
+        f"{RUN_KEY} completed agents/reply visits=2 tool_calls=4 gates=1",
+    ]
+    data = writable_copy(tmp_path)
+    bad = corrupt_every_way(data)
+    damaged = run(str(data), "--json")
+    assert damaged.returncode == 1
+    codes = {p["code"] for p in json.loads(damaged.stdout)["problems"]}
+    assert codes >= set(bad)
+    assert run(str(tmp_path / "nope")).stderr.startswith("recstore: error: ")
