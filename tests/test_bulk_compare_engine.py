@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recstore.canonical import canonical_json
+from recstore.compare.bulk import aioc_result
 from recstore.compare.engine import compare_pairs
 from recstore.compare.features import record_features, store_features
 from recstore.compare.ignore import IgnoreSpec, parse_ignore, strip_record
@@ -190,28 +191,6 @@ def engine_results(con, pairs, sections, ignore):
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
-def as_aioc(row: dict) -> dict:
-    """An engine row in compare_records' shape (without the differences list)."""
-    return {
-        "equal": row["equal"],
-        "summary": {
-            "sameFinalResponse": row["same_final_response"],
-            "sameToolCallShape": row["same_tool_call_shape"],
-            "samePolicyDecisions": row["same_policy_decisions"],
-            "sameGuardrailDecisions": row["same_guardrail_decisions"],
-        },
-        "metrics": {
-            "responseLengthA": row["response_length_a"],
-            "responseLengthB": row["response_length_b"],
-            "toolCallsA": row["tool_calls_a"],
-            "toolCallsB": row["tool_calls_b"],
-            "matchedToolCalls": row["matched_tool_calls"],
-            "missingToolCalls": row["missing_tool_calls"],
-            "extraToolCalls": row["extra_tool_calls"],
-        },
-    }
-
-
 def expected(a, b, include, exclude, ignore: IgnoreSpec) -> dict:
     result = compare_records(
         strip_record(a, ignore),
@@ -238,7 +217,7 @@ def test_engine_equals_compare_records(con, pairs, include, exclude, ignore_path
     assert len(rows) == len(pairs)
     for (a, b), row in zip(pairs, rows, strict=True):
         want = expected(a, b, include, exclude, ignore)
-        got = as_aioc(row)
+        got = aioc_result(row)
         assert canonical_json(got) == canonical_json(
             {k: want[k] for k in ("equal", "summary", "metrics")}
         ), (a, b)

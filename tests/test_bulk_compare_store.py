@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from recstore.canonical import canonical_json
-from recstore.compare import ClassificationRule, bulk_compare, compare_stored
+from recstore.compare import ClassificationRule, aioc_result, bulk_compare, compare_stored
 from recstore.errors import InputError, NotFoundError
 from recstore.query import run_query
 from recstore.records import compare_records
@@ -19,28 +19,6 @@ from .conftest import AIOC_FIXTURES, AIOC_RECORD_NAMES, CORPUS_DEV, read_ndjson_
 BASELINE = "tag.set = 'baseline'"
 CANDIDATE = "tag.set = 'candidate'"
 EXCLUDED = ["policy", "guardrails", "metadata"]
-
-
-def as_aioc(row: dict) -> dict:
-    """A comparison_pairs row in compare_records' shape (equal, summary, metrics)."""
-    return {
-        "equal": row["equal"],
-        "summary": {
-            "sameFinalResponse": row["same_final_response"],
-            "sameToolCallShape": row["same_tool_call_shape"],
-            "samePolicyDecisions": row["same_policy_decisions"],
-            "sameGuardrailDecisions": row["same_guardrail_decisions"],
-        },
-        "metrics": {
-            "responseLengthA": row["response_length_a"],
-            "responseLengthB": row["response_length_b"],
-            "toolCallsA": row["tool_calls_a"],
-            "toolCallsB": row["tool_calls_b"],
-            "matchedToolCalls": row["matched_tool_calls"],
-            "missingToolCalls": row["missing_tool_calls"],
-            "extraToolCalls": row["extra_tool_calls"],
-        },
-    }
 
 
 def query_rows(store: Store, text: str) -> list[tuple]:
@@ -83,7 +61,7 @@ def test_corpus_dev_pairs_match_oracle(corpus_store, oracle, option_set, exclude
         want = oracle[row["pair_key"]]
         assert row["baseline_run_key"] == f"aioc:{want['baselineRunId']}"
         assert row["candidate_run_key"] == f"aioc:{want['candidateRunId']}"
-        assert canonical_json(as_aioc(row)) == head(want[option_set]), row["pair_key"]
+        assert canonical_json(aioc_result(row)) == head(want[option_set]), row["pair_key"]
         assert row["difference_count"] == len(want[option_set]["differences"])
     expected_fail = sum(1 for r in rows if r["status_b"] == "failed")
     assert comparison.aggregate["classification"]["fail"] == expected_fail
@@ -108,7 +86,7 @@ def test_169_fixture_pairs_match_expected(tmp_path, expected_aioc):
             f"aioc:{left}",
             f"aioc:{right}",
         )
-        assert canonical_json(as_aioc(row)) == head(want[left, right]), (left, right)
+        assert canonical_json(aioc_result(row)) == head(want[left, right]), (left, right)
         assert row["difference_count"] == len(want[left, right]["differences"])
     assert sum(r["equal"] for r in rows) >= 13  # every record equals itself
 
@@ -138,7 +116,7 @@ def test_semantic_preset_and_ignore_match_pairwise(corpus_store):
         pairwise = compare_stored(
             corpus_store, row["baseline_run_key"], row["candidate_run_key"], preset="semantic"
         )
-        assert canonical_json(as_aioc(row)) == head(pairwise)
+        assert canonical_json(aioc_result(row)) == head(pairwise)
         assert row["difference_count"] == len(pairwise["differences"])
 
 
@@ -167,7 +145,7 @@ def test_lineage_pairs_replays_with_their_sources(corpus_store):
         corpus_store.get_record(row["baseline_run_key"]),
         corpus_store.get_record(row["candidate_run_key"]),
     )
-    assert canonical_json(as_aioc(row)) == head(pairwise)
+    assert canonical_json(aioc_result(row)) == head(pairwise)
 
 
 @pytest.mark.parametrize("duplicates", ["latest", "all"])

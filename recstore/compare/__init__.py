@@ -6,7 +6,13 @@ full aioc differences list for two stored runs. See docs/compare.md.
 """
 
 from recstore.compare.aggregate import DEFAULT_RULE, SIGNALS, ClassificationRule
-from recstore.compare.bulk import PAIR_COLUMNS, Comparison, bulk_compare, compare_stored
+from recstore.compare.bulk import (
+    PAIR_COLUMNS,
+    Comparison,
+    aioc_result,
+    bulk_compare,
+    compare_stored,
+)
 from recstore.compare.ignore import PRESETS, IgnoreSpec, parse_ignore, strip_record
 from recstore.compare.pairing import DUPLICATE_RULES, PairBy
 
@@ -18,6 +24,7 @@ __all__ = [
     "SIGNALS",
     "ClassificationRule",
     "Comparison",
+    "aioc_result",
     "IgnoreSpec",
     "PairBy",
     "bulk_compare",

@@ -32,7 +32,7 @@ from recstore.records import compare_records, resolve_sections
 from recstore.store import Store
 from recstore.store.agentuse_ingest import stored_record
 
-__all__ = ["PAIR_COLUMNS", "Comparison", "bulk_compare", "compare_stored"]
+__all__ = ["PAIR_COLUMNS", "Comparison", "aioc_result", "bulk_compare", "compare_stored"]
 
 # Records reduced to features per round trip (bounds memory on large stores).
 _FEATURE_CHUNK = 5000
@@ -48,6 +48,28 @@ PAIR_COLUMNS = [
     *RESULT_COLUMNS,
     "classification",
 ]
+
+
+def aioc_result(row: dict) -> dict:
+    """A per-pair row in ``compare_records``' shape: ``{equal, summary, metrics}``."""
+    return {
+        "equal": row["equal"],
+        "summary": {
+            "sameFinalResponse": row["same_final_response"],
+            "sameToolCallShape": row["same_tool_call_shape"],
+            "samePolicyDecisions": row["same_policy_decisions"],
+            "sameGuardrailDecisions": row["same_guardrail_decisions"],
+        },
+        "metrics": {
+            "responseLengthA": row["response_length_a"],
+            "responseLengthB": row["response_length_b"],
+            "toolCallsA": row["tool_calls_a"],
+            "toolCallsB": row["tool_calls_b"],
+            "matchedToolCalls": row["matched_tool_calls"],
+            "missingToolCalls": row["missing_tool_calls"],
+            "extraToolCalls": row["extra_tool_calls"],
+        },
+    }
 
 
 @dataclass
