@@ -67,7 +67,8 @@ def run_judge(judge: JudgeSpec, case: dict) -> dict:
     try:
         done = subprocess.run(
             judge.command,
-            input=json.dumps(case, ensure_ascii=False),
+            # ASCII escapes: records may hold lone surrogates, which UTF-8 cannot encode
+            input=json.dumps(case),
             capture_output=True,
             text=True,
             timeout=judge.timeout,

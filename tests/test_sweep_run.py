@@ -1,0 +1,251 @@
+"""End-to-end sweeps on a generated corpus: select → strict replay → compare → classify → report.
+
+The candidate is the recorded behaviour of each run with one tool changed: ``get_finance_report``
+gets a schema whose default adds a ``currency`` argument, so every executed call of that tool now
+carries different (validated) arguments. Exactly the runs that executed it must change, and the
+report must name the tool.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recstore.records import analyze
+from recstore.store import Store
+from recstore.sweep import runner as runner_module
+from recstore.sweep.report import sweep_report, sweep_status, write_report
+from recstore.sweep.runner import run_sweep
+from recstore.sweep.spec import load_spec
+from recstore.synth import generate_corpus
+
+CHANGED_TOOL = "get_finance_report"
+CASES = 80
+
+SPEC = f"""
+name = "finance-schema"
+[select]
+query = "status = 'completed' or status = 'failed'"
+seed = 3
+[candidate]
+from_source = true
+label = "new finance report schema"
+[candidate.tools.{CHANGED_TOOL}]
+parameters = {{ type = "object", required = ["reportId"], properties = {{ reportId = {{ type = "string" }}, currency = {{ type = "string", default = "EUR" }} }} }}
+[replay]
+mode = "strict"
+[compare]
+include_sections = ["response", "toolCalls"]
+[classify]
+fail_on = ["replay_error", "tool_drift"]
+warn_on = ["not_equal"]
+tools = ["{CHANGED_TOOL}"]
+"""
+
+
+def executes(record: dict, tool: str) -> bool:
+    """The run executed ``tool`` itself (allowed by policy, output recorded, not input history)."""
+    return any(j.call["name"] == tool and j.call["hasOutput"] and not j.in_input
+               and j.envelope_status == "ok" for j in analyze(record).tool_calls)
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[dict]:
+    return list(generate_corpus(CASES, seed=11))
+
+
+@pytest.fixture
+def store(tmp_path, corpus) -> Store:
+    s = Store(tmp_path / "sweep.duckdb")
+    s.ingest_records(corpus, source_uri="synth")
+    return s
+
+
+@pytest.fixture
+def spec_path(tmp_path) -> Path:
+    path = tmp_path / "sweep.toml"
+    path.write_text(SPEC, encoding="utf-8")
+    return path
+
+
+def sampled(spec_path: Path, n: int) -> Path:
+    """The spec with ``sample = n`` (tests that run a sweep several times keep it small)."""
+    text = spec_path.read_text(encoding="utf-8").replace("seed = 3", f"seed = 3\nsample = {n}")
+    spec_path.write_text(text, encoding="utf-8")
+    return spec_path
+
+
+def query(store: Store, sql: str, params: list | None = None) -> list[tuple]:
+    with store.reader() as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+def test_sweep_flags_exactly_the_runs_that_executed_the_changed_tool(store, spec_path, corpus, tmp_path):
+    result = run_sweep(store, load_spec(spec_path))
+    affected = {f"aioc:{r['runId']}" for r in corpus if executes(r, CHANGED_TOOL)}
+    assert 0 < len(affected) < CASES  # the corpus exercises both sides
+    statuses = dict(query(store, "SELECT source_run_key, status FROM sweep_cases WHERE sweep_run_id = ?",
+                          [result.sweep_run_id]))
+    assert set(statuses) == {f"aioc:{r['runId']}" for r in corpus}
+    assert {k for k, s in statuses.items() if s != "pass"} == affected
+    assert result.counts == {"pass": CASES - len(affected), "warn": 0, "fail": len(affected)}
+    assert result.failed
+
+    # every affected case names the changed tool: its call found no recording
+    drift = query(store, "SELECT drift, signals, error FROM sweep_cases WHERE sweep_run_id = ? "
+                         "AND status = 'fail'", [result.sweep_run_id])
+    for drift_json, signals, error in drift:
+        assert json.loads(drift_json)[CHANGED_TOOL]["unrecorded"] >= 1
+        assert {"replay_error", "tool_drift"} <= set(json.loads(signals))
+        assert f'"{CHANGED_TOOL}"' in error and '"currency":"EUR"' in error
+
+    report = sweep_report(store, result.sweep_run_id)
+    assert next(iter(report["tool_drift"])) == CHANGED_TOOL
+    assert report["tool_drift"][CHANGED_TOOL]["failed_cases"] == len(affected)
+    _, html_path = write_report(store, result.sweep_run_id, tmp_path / "report")
+    html = html_path.read_text(encoding="utf-8")
+    assert CHANGED_TOOL in html and f"{len(affected)}</b>fail" in html
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert store.path.stat().st_mode & 0o777 == 0o600
+
+    # lineage: sweep -> case -> replay -> source, and each source replayed once
+    rows = query(store, "SELECT c.source_run_key, c.replay_run_key, l.parent_run_key, r.source_run_key "
+                        "FROM sweep_cases c JOIN lineage l ON l.child_run_key = c.replay_run_key "
+                        "AND l.relation = 'sweep_case' JOIN replays r ON r.replay_run_key = c.replay_run_key "
+                        "WHERE c.sweep_run_id = ?", [result.sweep_run_id])
+    assert len(rows) == CASES
+    assert all(src == parent == replay_src for src, _, parent, replay_src in rows)
+
+
+def test_unchanged_candidate_passes_and_trend_shows_fixed_cases(store, spec_path):
+    broken = load_spec(sampled(spec_path, 30))
+    first = run_sweep(store, broken)
+    fixed_spec = broken.model_copy(update={"candidate": broken.candidate.model_copy(update={"tools": {}})})
+    second = run_sweep(store, fixed_spec)
+    assert second.counts["fail"] == 0 and second.sweep_run_id == first.sweep_run_id + 1
+    [latest] = sweep_status(store)
+    assert latest["sweep_run_id"] == second.sweep_run_id
+    trend = latest["trend"]
+    assert trend["previous_run_id"] == first.sweep_run_id
+    assert trend["newly_failing"] == []
+    assert len(trend["fixed"]) == first.counts["fail"]
+    # replays stored by the sweeps are never selected as cases of a later sweep
+    everything = fixed_spec.model_copy(update={"select": fixed_spec.select.model_copy(update={"sample": None})})
+    assert len(runner_module.select_cases(store, everything)[0]) == CASES
+
+
+def test_unfinished_run_resumes_and_a_crash_between_commits_is_recovered(store, spec_path, monkeypatch):
+    size = 24
+    spec = load_spec(sampled(spec_path, size))
+    original = runner_module._CaseWriter.flush
+    calls = {"n": 0}
+
+    def crash_after_replays(self):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            # the replays of this group are committed, the case results are not: a crash here
+            # must not make the resumed run replay these cases again
+            self._store_replays([p for p in self.pending if p[0].replay_record is not None])
+            raise KeyboardInterrupt
+        original(self)
+
+    monkeypatch.setattr(runner_module, "FLUSH_CASES", 6)
+    monkeypatch.setattr(runner_module, "FLUSH_SECONDS", 3600.0)  # groups by count only
+    monkeypatch.setattr(runner_module._CaseWriter, "flush", crash_after_replays)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(store, spec)
+    monkeypatch.setattr(runner_module._CaseWriter, "flush", original)
+    [(run_id, done, status)] = query(store, "SELECT sweep_run_id, done_count, status FROM sweep_runs")
+    assert status == "unfinished" and done == 6
+
+    resumed = run_sweep(store, spec)
+    assert resumed.resumed and resumed.sweep_run_id == run_id
+    assert resumed.processed == size - 6 and resumed.recovered == 6
+    replays_per_source = query(store, "SELECT source_run_key, count(*) FROM replays GROUP BY 1")
+    assert len(replays_per_source) == size and {n for _, n in replays_per_source} == {1}
+    # recovered cases are judged like the others (their served calls come from the lineage)
+    fresh = run_sweep(store, spec, rerun=True)
+    def outcomes(rid):
+        return dict(query(store, "SELECT source_run_key, status FROM sweep_cases WHERE sweep_run_id = ?", [rid]))
+    assert outcomes(run_id) == outcomes(fresh.sweep_run_id)
+
+
+def test_rerun_supersedes_an_unfinished_run(store, spec_path, monkeypatch):
+    size = 16
+    spec = load_spec(sampled(spec_path, size))
+    monkeypatch.setattr(runner_module, "FLUSH_CASES", 8)
+
+    def stop(done, total):
+        if done >= 8:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(store, spec, progress=stop)
+    fresh = run_sweep(store, spec, rerun=True)
+    assert not fresh.resumed and fresh.processed == size
+    rows = query(store, "SELECT sweep_run_id, status FROM sweep_runs ORDER BY 1")
+    assert [s for _, s in rows] == ["superseded", "finished"]
+
+
+def test_selection_is_frozen_sampled_and_reproducible(store, spec_path):
+    spec = load_spec(spec_path)
+    sampled = spec.model_copy(update={"select": spec.select.model_copy(update={"sample": 10, "seed": 5})})
+    one, two = run_sweep(store, sampled), run_sweep(store, sampled)
+    picked = [query(store, "SELECT source_run_key FROM sweep_selection WHERE sweep_run_id = ? "
+                           "ORDER BY case_index", [r.sweep_run_id]) for r in (one, two)]
+    assert len(picked[0]) == 10 and picked[0] == picked[1]
+    [(matched, cases)] = query(store, "SELECT matched_count, case_count FROM sweep_runs "
+                                      "WHERE sweep_run_id = ?", [one.sweep_run_id])
+    assert (matched, cases) == (CASES, 10)
+
+
+def test_judge_command_verdicts_raise_outcomes(store, spec_path, tmp_path):
+    judge = tmp_path / "judge.py"
+    judge.write_text(
+        "import json, sys\n"
+        "case = json.load(sys.stdin)\n"
+        "calls = [i for i in case['candidate']['items'] if i.get('type') == 'tool_call_item']\n"
+        "verdict = 'warn' if any(c['name'] == 'get_time' for c in calls) else 'pass'\n"
+        "print(json.dumps({'verdict': verdict, 'summary': case['expectation']['intent']}))\n",
+        encoding="utf-8",
+    )
+    text = sampled(spec_path, 24).read_text(encoding="utf-8").replace(f"[candidate.tools.{CHANGED_TOOL}]", "[x]")
+    text = text.split("[x]")[0] + "[compare]\ninclude_sections = [\"response\", \"toolCalls\"]\n"
+    text += f'[expectation]\nintent = "same answers"\n[judge]\ncommand = ["{sys.executable}", "{judge}"]\n'
+    spec_path.write_text(text, encoding="utf-8")
+    result = run_sweep(store, load_spec(spec_path))
+    rows = query(store, "SELECT status, judge FROM sweep_cases WHERE sweep_run_id = ?", [result.sweep_run_id])
+    warned = [json.loads(j) for s, j in rows if s == "warn"]
+    assert warned and all(j == {"verdict": "warn", "summary": "same answers", "findings": []} for j in warned)
+    assert result.counts["warn"] == len(warned)
+
+
+def cli(db: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_run_status_report_and_exit_codes(store, spec_path, tmp_path):
+    done = cli(store.path, "sweep", "run", str(sampled(spec_path, 30)), "--json", "--workers", "2")
+    assert done.returncode == 1, done.stderr  # some cases fail: the CI gate
+    summary = json.loads(done.stdout)
+    assert summary["status"] == "fail" and summary["case_count"] == 30
+    status = cli(store.path, "sweep", "status", "finance-schema", "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)[0]["fail_count"] == summary["counts"]["fail"]
+    report = cli(store.path, "sweep", "report", "finance-schema", "--output", str(tmp_path / "r"))
+    assert report.returncode == 0 and (tmp_path / "r" / f"sweep-{summary['sweep_run_id']}.html").exists()
+    # the views are queryable through the query layer
+    q = cli(store.path, "query", "SELECT fail_count FROM sweep_runs", "--format", "json")
+    assert q.returncode == 0 and str(summary["counts"]["fail"]) in q.stdout
+    # bad input: one line, exit 2, no traceback
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[select]\nquery = "status = 1"\n[candidate]\nfrom_source = true\n'
+                   'harness = "h.toml"\n', encoding="utf-8")
+    for args in (("sweep", "run", str(bad)), ("sweep", "report", "404"), ("sweep", "status", "nope")):
+        out = cli(store.path, *args)
+        assert out.returncode == 2 and "Traceback" not in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith("recstore: error:")
