@@ -51,6 +51,7 @@ from recstore.runtime import (
     ModelResponse,
     OutputGuardrail,
     Policies,
+    ProviderFailure,
     ProviderToolCall,
     ScriptedProvider,
     Tool,
@@ -72,11 +73,11 @@ __all__ = [
 SCENARIOS = (
     "qa", "tools", "policy_soft", "policy_throw", "unknown_tool", "handoff", "cycle",
     "two_handoffs", "conditional", "guardrail", "maxturns", "thread", "edge_args",
-    "large_output", "validation",
+    "large_output", "validation", "provider_error",
 )
 # Common scenarios repeat in the schedule after each scenario has appeared once.
 _SCHEDULE = SCENARIOS + ("tools", "qa", "handoff", "tools", "policy_soft", "thread", "guardrail",
-                         "cycle", "tools")
+                         "cycle")
 CHANGE_KINDS = ("tool_argument", "final_wording", "drop_tool_call", "add_tool_call", "status_flip")
 _CHANGE_WEIGHTS = (("none", 60), ("tool_argument", 10), ("final_wording", 10),
                    ("drop_tool_call", 7), ("add_tool_call", 7), ("status_flip", 6))
@@ -297,7 +298,7 @@ class _Plan:
     scenario: str
     suite: _Suite
     input: str | list[dict]
-    turns: list[list[_Call] | str] = field(default_factory=list)
+    turns: list[list[_Call] | str | ProviderFailure] = field(default_factory=list)
     context: dict = field(default_factory=dict)
     policies: bool = True
     max_turns: int = 10
@@ -590,12 +591,22 @@ def _plan_validation(plan: _Plan, draw: _Draw) -> None:
     plan.expect = "failed"
 
 
+_UPSTREAM_TIMEOUT = ProviderFailure("UpstreamTimeoutError", "upstream timed out after 30000ms (op=timeout)")
+
+
+def _plan_provider_error(plan: _Plan, draw: _Draw) -> None:
+    """The model call of the second turn times out: the last request's interval is empty."""
+    plan.turns = [[_own_tool(draw, _entry(plan))], _UPSTREAM_TIMEOUT, draw.answer()]
+    plan.expect = "failed"
+
+
 _PLANNERS: dict[str, Callable[[_Plan, _Draw], None]] = {
     "qa": _plan_qa, "tools": _plan_tools, "policy_soft": _plan_policy_soft,
     "policy_throw": _plan_policy_throw, "unknown_tool": _plan_unknown_tool, "handoff": _plan_handoff,
     "cycle": _plan_cycle, "two_handoffs": _plan_two_handoffs, "conditional": _plan_conditional,
     "guardrail": _plan_guardrail, "maxturns": _plan_maxturns, "thread": _plan_thread,
     "edge_args": _plan_edge_args, "large_output": _plan_large_output, "validation": _plan_validation,
+    "provider_error": _plan_provider_error,
 }
 # Scenarios that need one suite's agents (its guardrails, its echo and document tools).
 _SCENARIO_SUITE = {"guardrail": "support", "edge_args": "research", "large_output": "research"}
@@ -624,7 +635,7 @@ def _allowed_tool_calls(plan: _Plan) -> list[tuple[int, int, _Call]]:
     """(turn, position, call) of ordinary tool calls the policy allows, before any failure."""
     out = []
     for t, turn in enumerate(plan.turns):
-        if isinstance(turn, str):
+        if not isinstance(turn, list):
             break
         for c, call in enumerate(turn):
             if call.decision is not None or call.name.startswith("handoff_to_") or call.raw:
@@ -688,7 +699,7 @@ def _apply_change(plan: _Plan, kind: str, seed: int) -> str:
         call = _allowed_tool_calls(plan)[0][2]
         call.decision = {"decision": "deny", "reason": "candidate_policy_tightened", "policyVersion": "policy.v8"}
         return f"{call.name} now denied (throw): completed -> failed"
-    call = next(c for turn in plan.turns if not isinstance(turn, str) for c in turn)
+    call = next(c for turn in plan.turns if isinstance(turn, list) for c in turn)
     call.decision = {"decision": "allow", "reason": "candidate_policy_relaxed"}
     return f"{call.name} now allowed: failed -> completed"
 
@@ -732,7 +743,7 @@ def _policy(plan: _Plan) -> Policies | None:
         return None
     # Keyed by (request turn, callId): callIds repeat across turns, as with real providers.
     decisions = {(t + 1, c.call_id): c.decision for t, turn in enumerate(plan.turns)
-                 if not isinstance(turn, str) for c in turn}
+                 if isinstance(turn, list) for c in turn}
 
     def decide(policy_input: Any) -> Any:
         decision = decisions.get((policy_input.turn, policy_input.call_id))
@@ -746,10 +757,12 @@ class _PolicyBackendError(Exception):
     error_name = "PolicyBackendError"
 
 
-def _script(plan: _Plan) -> list[ModelResponse]:
-    script = []
+def _script(plan: _Plan) -> list[ModelResponse | ProviderFailure]:
+    script: list[ModelResponse | ProviderFailure] = []
     for turn in plan.turns:
-        if isinstance(turn, str):
+        if isinstance(turn, ProviderFailure):
+            script.append(turn)
+        elif isinstance(turn, str):
             script.append(ModelResponse(text=turn))
         else:
             script.append(ModelResponse(tool_calls=[ProviderToolCall(c.call_id, c.name, _raw(c)) for c in turn]))

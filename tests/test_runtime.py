@@ -601,6 +601,19 @@ def test_provider_error_leaves_empty_interval():
     assert len(record["items"]) == record["requestFingerprints"][-1]["messageCount"]
 
 
+def test_scripted_provider_failure_turn(tmp_path):
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps([{"tool_calls": [{"id": "c1", "name": "ping", "arguments": ""}]},
+                                {"error": {"name": "UpstreamTimeoutError", "message": "timed out"}}]),
+                    encoding="utf-8")
+    record = run(Agent("A", model="m", tools=[ping_tool()]), "go",
+                 provider=ScriptedProvider.from_json(path), policies=allow_all()).record
+    assert (record["errorName"], record["errorMessage"]) == ("UpstreamTimeoutError", "timed out")
+    assert len(record["requestFingerprints"]) == 2
+    assert len(record["items"]) == record["requestFingerprints"][-1]["messageCount"]
+    assert record_problems(record) == []
+
+
 def test_text_with_tool_calls_is_discarded():
     agent = Agent("A", model="m", tools=[ping_tool()])
     script = [ModelResponse(text="thinking", tool_calls=[ProviderToolCall("c1", "ping", "")]), "final"]

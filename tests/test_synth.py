@@ -155,13 +155,19 @@ def test_guardrails_pass_and_trip(baseline):
 def test_failures_with_dangling_calls(baseline):
     names = {r.get("errorName") for r in baseline}
     assert {"ToolCallPolicyDeniedError", "ToolCallError", "MaxTurnsExceededError", "ZodError",
-            "OutputGuardrailTripwireTriggered"} <= names
+            "OutputGuardrailTripwireTriggered", "UpstreamTimeoutError"} <= names
     for record in by_scenario(baseline, "policy_throw") + by_scenario(baseline, "unknown_tool"):
         assert record["status"] == "failed" and record["items"][-1]["type"] == "tool_call_item"
     unknown = by_scenario(baseline, "unknown_tool")[0]
     assert unknown["policyDecisions"] == []
     reasons = {d["reason"] for r in by_scenario(baseline, "policy_throw") for d in r["policyDecisions"]}
     assert "policy_not_configured" in reasons or len(reasons) >= 2
+
+
+def test_provider_errors_leave_an_empty_last_interval(baseline):
+    for record in by_scenario(baseline, "provider_error"):
+        assert record["errorName"] == "UpstreamTimeoutError"
+        assert len(record["items"]) == record["requestFingerprints"][-1]["messageCount"]
 
 
 def test_max_turns(baseline):

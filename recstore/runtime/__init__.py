@@ -56,8 +56,10 @@ from recstore.runtime.provider import (
     ModelRequest,
     ModelResponse,
     Provider,
+    ProviderFailure,
     ProviderToolCall,
     ScriptedProvider,
+    ScriptedProviderError,
     ScriptExhaustedError,
 )
 from recstore.runtime.schema import validate_arguments
@@ -81,10 +83,12 @@ __all__ = [
     "Policies",
     "PolicyInput",
     "Provider",
+    "ProviderFailure",
     "ProviderToolCall",
     "RunResult",
     "ScriptExhaustedError",
     "ScriptedProvider",
+    "ScriptedProviderError",
     "Tool",
     "ToolCallApprovalRequiredError",
     "ToolCallError",

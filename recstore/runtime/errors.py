@@ -108,7 +108,8 @@ class ArgumentValidationError(AgentRunError):
 
 
 def error_name_of(exc: BaseException) -> str:
-    """The ``errorName`` a record gives for ``exc``: ``error_name`` if the class defines one
-    (runtime errors, or a caller's own error classes), otherwise the class name."""
-    name = getattr(type(exc), "error_name", None)
+    """The ``errorName`` a record gives for ``exc``: its ``error_name`` attribute if it has one
+    (runtime errors, scripted provider failures, a caller's own error classes), otherwise the
+    class name."""
+    name = getattr(exc, "error_name", None)
     return name if isinstance(name, str) and name else type(exc).__name__

@@ -20,9 +20,11 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "Provider",
+    "ProviderFailure",
     "ProviderToolCall",
     "ScriptExhaustedError",
     "ScriptedProvider",
+    "ScriptedProviderError",
     "response_from_data",
 ]
 
@@ -79,25 +81,47 @@ class ScriptExhaustedError(Exception):
     """A ``ScriptedProvider`` was asked for more turns than its script has."""
 
 
+@dataclass(frozen=True)
+class ProviderFailure:
+    """A scripted turn on which the model call fails (a timeout, a dropped stream): the provider
+    raises ``ScriptedProviderError`` and the record says ``errorName = name``."""
+
+    name: str
+    message: str
+
+
+class ScriptedProviderError(Exception):
+    """The failure a ``ProviderFailure`` turn raises; ``error_name`` is the scripted name."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(message)
+        self.error_name = name
+
+
 def _raw_arguments(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def response_from_data(turn: Any, where: str = "turn") -> ModelResponse:
-    """A ``ModelResponse`` from JSON data.
+def response_from_data(turn: Any, where: str = "turn") -> ModelResponse | ProviderFailure:
+    """A ``ModelResponse`` (or ``ProviderFailure``) from JSON data.
 
-    Accepted shapes: a string (final text), ``{"text": ...}``, or ``{"tool_calls": [{"call_id"
-    (or "id"), "name", "arguments"}], "text"?: ...}``. ``arguments`` is the raw string, or any
-    JSON value (serialized compactly).
+    Accepted shapes: a string (final text), ``{"text": ...}``, ``{"tool_calls": [{"call_id"
+    (or "id"), "name", "arguments"}], "text"?: ...}``, or ``{"error": {"name", "message"}}``.
+    ``arguments`` is the raw string, or any JSON value (serialized compactly).
     """
-    if isinstance(turn, ModelResponse):
+    if isinstance(turn, (ModelResponse, ProviderFailure)):
         return turn
     if isinstance(turn, str):
         return ModelResponse(text=turn)
     if not isinstance(turn, dict):
         raise InputError(f"expected a string or an object, got {type(turn).__name__}", path=where)
+    if "error" in turn:
+        error = turn["error"]
+        if not isinstance(error, dict) or not isinstance(error.get("name"), str):
+            raise InputError("error needs a string name", path=f"{where}.error")
+        return ProviderFailure(error["name"], str(error.get("message", "")))
     text = turn.get("text")
     if text is not None and not isinstance(text, str):
         raise InputError("text must be a string", path=f"{where}.text")
@@ -131,7 +155,7 @@ class ScriptedProvider:
             turns = [response_from_data(t, f"$[{i}]") for i, t in enumerate(script)]
             position = iter(turns)
 
-            def next_turn(request: ModelRequest) -> ModelResponse:
+            def next_turn(request: ModelRequest) -> ModelResponse | ProviderFailure:
                 try:
                     return next(position)
                 except StopIteration:
@@ -161,5 +185,8 @@ class ScriptedProvider:
         return cls(data, name=name)
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        """The next scripted turn."""
-        return response_from_data(self._next(request))
+        """The next scripted turn (raising ``ScriptedProviderError`` on a failure turn)."""
+        turn = response_from_data(self._next(request))
+        if isinstance(turn, ProviderFailure):
+            raise ScriptedProviderError(turn.name, turn.message)
+        return turn
