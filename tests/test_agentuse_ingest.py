@@ -360,3 +360,18 @@ def test_cli_agentuse_check(tmp_path):
     codes = {p["code"] for p in json.loads(damaged.stdout)["problems"]}
     assert codes >= set(bad)
     assert run(str(tmp_path / "nope")).stderr.startswith("recstore: error: ")
+
+
+def test_dsl_reads_both_formats(store):
+    from recstore.query import select_run_keys
+
+    from .conftest import AIOC_FIXTURES
+
+    store.ingest([str(AGENTUSE_DATA), str(AIOC_FIXTURES / "tool-allow.json")])
+    assert select_run_keys(
+        store, "tool_calls.any(name = 'tools__bash' and status = 'error') and trigger = 'manual'"
+    ) == [RUN_KEY]
+    assert select_run_keys(store, "tokens_input > 16000 and visits.count() >= 2") == [RUN_KEY]
+    assert sorted(select_run_keys(store, "status = 'completed'")) == sorted(
+        [RUN_KEY, "aioc:tool-allow"]
+    )
