@@ -44,6 +44,12 @@ class CompiledQuery:
         """DuckDB SQL, as run on the store."""
         return self.tree.sql(dialect="duckdb")
 
+    def views(self) -> list[str]:
+        """The public views the query reads (CTE names excluded)."""
+        ctes = {cte.alias_or_name.lower() for cte in self.tree.find_all(exp.CTE)}
+        names = {t.name.lower() for t in self.tree.find_all(exp.Table)}
+        return sorted(names - ctes)
+
     def to(self, dialect: str, pretty: bool = False) -> str:
         """SQL for ``dialect`` (spark, trino, postgres, bigquery, clickhouse or duckdb)."""
         return to_dialect(self.tree, dialect, self.catalog, pretty=pretty)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import itertools
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,11 @@ class SparkUnavailable(RecstoreError):
 
 def spark_missing_reason() -> str | None:
     """Why Spark cannot run here (no pyspark, no java), or None when it can."""
-    if importlib.util.find_spec("pyspark") is None:
+    try:
+        found = importlib.util.find_spec("pyspark") is not None
+    except (ImportError, ValueError):  # ValueError: blocked via sys.modules["pyspark"] = None
+        found = False
+    if not found:
         return f"pyspark is not installed; install it with: {INSTALL_HINT}"
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         return "Spark needs Java 17 or newer; install a JDK and put java on PATH"
@@ -51,41 +56,56 @@ def spark_session() -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    return (
+    session = (
         SparkSession.builder.master("local[2]")
         .appName("recstore")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.host", "127.0.0.1")
+        # A day-partitioned view has hundreds of small directories: list them on the driver
+        # instead of starting a distributed listing job per view.
+        .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
         .getOrCreate()
     )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
 
 
-def register_views(spark: Any, parquet_dir: str | Path) -> list[str]:
-    """Register every exported view under ``parquet_dir`` as a Spark temporary view."""
+def register_views(spark: Any, parquet_dir: str | Path, names: Iterable[str]) -> list[str]:
+    """Register the exported views ``names`` under ``parquet_dir`` as Spark temporary views
+    (only those: reading a view's file listing and footers costs seconds)."""
     paths = parquet_view_paths(parquet_dir)
     if not paths:
         raise InputError("no exported views here; run `recstore export DIR` first",
                          source=str(parquet_dir))
-    for name, path in paths.items():
+    wanted = sorted(set(names))
+    missing = [n for n in wanted if n not in paths]
+    if missing:
+        raise InputError(f"view {missing[0]} was not exported here; run `recstore export DIR` "
+                         "again", source=str(parquet_dir))
+    for name in wanted:
+        path = paths[name]
         frame = spark.read.option("basePath", str(path)).parquet(str(path))
         if PARTITION_COLUMN in frame.columns:
             frame = frame.drop(PARTITION_COLUMN)
         frame.createOrReplaceTempView(name)
-    return list(paths)
+    return wanted
 
 
 def run_on_spark(query: CompiledQuery, parquet_dir: str | Path,
                  batch_rows: int = BATCH_ROWS) -> ResultStream:
     """Run ``query`` (compiled to Spark SQL) over the Parquet export in ``parquet_dir``."""
     spark = spark_session()
-    register_views(spark, parquet_dir)
+    register_views(spark, parquet_dir, query.views())
     frame = spark.sql(query.to("spark"))
     columns = list(frame.columns)
     types = [f.dataType.simpleString() for f in frame.schema.fields]
-    return ResultStream(columns, types, _arrow_batches(frame.toLocalIterator(), columns,
-                                                       batch_rows))
+    batches = _arrow_batches(frame.toLocalIterator(), columns, batch_rows)
+    first = next(batches, None)
+    rest = batches if first is None else itertools.chain([first], batches)
+    return ResultStream(columns, types, rest, first.schema if first is not None else None)
 
 
 def _arrow_batches(rows: Iterator[Any], columns: list[str],

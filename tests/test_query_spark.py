@@ -1,0 +1,134 @@
+"""Parquet export and the Spark path: the export is hive-partitioned zstd Parquet Spark can read,
+and every starter saved query gives the same rows on DuckDB (the store) and on Spark (the
+export)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from recstore.query import compile_query, list_saved, run_query
+from recstore.query.export import export_views
+from recstore.query.spark import INSTALL_HINT, run_on_spark, spark_missing_reason
+from recstore.store import Store
+
+from .conftest import REPO_ROOT
+from .query_support import DOCS_NOW_TEXT, shared_store
+
+# DSL queries that exercise the DSL → Spark SQL path beyond the saved set.
+DSL_CONFORMANCE = [
+    "tool_calls.any(name = 'search_docs' and args.limit > 5) fields run_key, agent, status",
+    "visits.count() >= 3 fields run_key, visit_count",
+    "tool_calls where run.status = 'failed' and envelope_status = 'error' "
+    "fields run_key, call_index, name",
+    "metadata.caseId = 'case-00005' fields run_key, started",
+    "status = 'failed' and started > -60d fields run_key, error_name",
+]
+
+
+@pytest.fixture(scope="session")
+def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    return shared_store(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def exported(fixture_store: Store, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("export")
+    export_views(fixture_store, directory)
+    return directory
+
+
+def test_export_layout_types_and_counts(fixture_store, exported):
+    runs_days = sorted(p.name for p in (exported / "runs").iterdir())
+    assert runs_days and all(d.startswith("day=") for d in runs_days)
+    assert (exported / "tool_calls").glob("day=*/*.parquet")
+    assert list((exported / "sources").glob("*.parquet")), "unpartitioned views are one file"
+    files = list(exported.rglob("*.parquet"))
+    for path in files[:40]:
+        meta = pq.ParquetFile(path)
+        assert meta.metadata.row_group(0).column(0).compression == "ZSTD"
+        for field in meta.schema_arrow:
+            assert "uuid" not in str(field.type).lower()
+    metadata_type = pq.ParquetFile(next((exported / "runs").rglob("*.parquet"))).schema_arrow \
+        .field("metadata").type
+    assert str(metadata_type) == "string"  # JSON as text, readable by any engine
+    con = duckdb.connect()
+    with fixture_store.reader() as store_con:
+        for view in ("runs", "tool_calls", "events", "lineage"):
+            stored = store_con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
+            read_back = con.execute(
+                f"SELECT count(*) FROM read_parquet('{exported / view}/**/*.parquet', "
+                "hive_partitioning = true)").fetchone()[0]
+            assert read_back == stored, view
+
+
+def test_export_partitions_hold_the_runs_of_that_day(fixture_store, exported):
+    con = duckdb.connect()
+    mismatched = con.execute(
+        f"SELECT count(*) FROM read_parquet('{exported}/runs/**/*.parquet', "
+        "hive_partitioning = true) WHERE coalesce(strftime(started, '%Y-%m-%d'), 'unknown') "
+        "<> CAST(day AS VARCHAR)").fetchone()[0]
+    assert mismatched == 0
+    # Child rows sit in their run's day.
+    orphaned = con.execute(
+        f"SELECT count(*) FROM read_parquet('{exported}/tool_calls/**/*.parquet', "
+        f"hive_partitioning = true) t JOIN read_parquet('{exported}/runs/**/*.parquet', "
+        "hive_partitioning = true) r USING (run_key) WHERE CAST(t.day AS VARCHAR) <> "
+        "CAST(r.day AS VARCHAR)").fetchone()[0]
+    assert orphaned == 0
+
+
+def test_missing_pyspark_gives_install_hint(fixture_store, exported):
+    code = ("import sys; sys.modules['pyspark'] = None; from recstore.cli import main; "
+            f"sys.argv = ['recstore', '--db', {str(fixture_store.path)!r}, 'query', "
+            f"'@slowest-runs', '--engine', 'spark', '--parquet', {str(exported)!r}]; main()")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=REPO_ROOT, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"recstore: error: pyspark is not installed; install it with: {INSTALL_HINT}"]
+
+
+def _normal(value):
+    if isinstance(value, float | Decimal):
+        value = float(value)
+        return None if math.isnan(value) else round(value, 6)
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None)
+    return value
+
+
+def _rows(result) -> list[tuple]:
+    return sorted((tuple(_normal(v) for v in row) for row in result.rows()), key=repr)
+
+
+def _conformance_cases() -> list[tuple[str, str, dict]]:
+    cases = [(f"@{q.name}", q.text, {"language": q.language, "params": q.bind({})})
+             for q in list_saved()]
+    cases += [(text, text, {"language": "dsl", "params": {}}) for text in DSL_CONFORMANCE]
+    return cases
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(spark_missing_reason() is not None,
+                    reason=f"Spark conformance needs pyspark and Java 17+: {spark_missing_reason()}")
+@pytest.mark.parametrize(("label", "text", "options"), _conformance_cases(),
+                         ids=[c[0][:40] for c in _conformance_cases()])
+def test_duckdb_and_spark_agree(fixture_store, exported, label, text, options):
+    now = datetime.fromisoformat(DOCS_NOW_TEXT)
+    query = compile_query(text, params=options["params"], now=now, language=options["language"])
+    with run_query(fixture_store, query.sql, now=now) as result:
+        duck_columns, duck_rows = result.columns, _rows(result)
+    spark_result = run_on_spark(query, exported)
+    assert spark_result.columns == duck_columns
+    spark_rows = _rows(spark_result)
+    assert duck_rows, f"{label} selects nothing on the fixture store; the comparison is empty"
+    assert spark_rows == duck_rows
