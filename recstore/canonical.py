@@ -165,8 +165,41 @@ def _canon(value: Any, out: list[str]) -> None:
         raise TypeError(f"canonical_json: unsupported type {type(value).__name__}")
 
 
+_MAX_SAFE_INT = 9007199254740991
+_dump_sorted = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
+
+
+def _stdlib_equivalent(value: Any) -> bool:
+    """True when ``json.dumps(sort_keys=True)`` prints ``value`` exactly as JavaScript would.
+
+    That holds for plain ASCII keys that are not array indexes or ``__proto__``, safe integers
+    and floats whose ``repr`` is already the ECMAScript form (fractional, no exponent). This scan
+    is much cheaper than the general path, and most records pass it.
+    """
+    if isinstance(value, str) or value is None or value is True or value is False:
+        return True
+    if isinstance(value, int):
+        return -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT
+    if isinstance(value, float):
+        return math.isfinite(value) and not value.is_integer() and "e" not in repr(value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not key.isascii() or key[:1].isdigit() or key == "__proto__":
+                return False
+            if not _stdlib_equivalent(item):
+                return False
+        return True
+    if isinstance(value, list):
+        return all(_stdlib_equivalent(item) for item in value)
+    return False
+
+
 def canonical_json(value: Any) -> str:
     """aioc's canonical JSON of a JSON-sourced value (dict/list/str/int/float/bool/None)."""
+    if _stdlib_equivalent(value):
+        text = _dump_sorted(value)
+        if not _LONE_SURROGATE.search(text):
+            return text
     out: list[str] = []
     _canon(value, out)
     return "".join(out)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from recstore.canonical import (
     JSONParseError,
+    _canon,
     canonical_json,
     js_number,
     loads_strict,
@@ -94,3 +95,19 @@ def test_canonical_ignores_key_order(value, rnd):
     items = list(value.items())
     rnd.shuffle(items)
     assert canonical_json(dict(items)) == canonical_json(value)
+
+
+def _general_path(value) -> str:
+    out: list[str] = []
+    _canon(value, out)
+    return "".join(out)
+
+
+@given(json_values)
+def test_fast_path_equals_general_path(value):
+    assert canonical_json(value) == _general_path(value)
+
+
+@pytest.mark.parametrize("value", [float("inf"), [1e16], {"a": 1e-5}, {"9": 1}, 2**60, "\ud800"])
+def test_fast_path_declines_what_stdlib_prints_differently(value):
+    assert canonical_json(value) == _general_path(value)
