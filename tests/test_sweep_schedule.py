@@ -213,3 +213,23 @@ def test_cron_lines_run_the_same_sweep_command(tmp_path):
     assert line.startswith("30 2 * * 1-5 cd ")
     assert f"/venv/bin/python -m recstore --db {tmp_path / 's.duckdb'} sweep run /specs/nightly\\%x.toml" in line
     assert "%" not in line.replace("\\%", "")
+
+
+def test_cli_schedule_refuses_a_second_scheduler_naming_the_holder(tmp_path):
+    from recstore.store import Store
+
+    from .conftest import AIOC_FIXTURES
+
+    db = tmp_path / "s.duckdb"
+    Store(db).ingest([str(AIOC_FIXTURES / "simple-run.json")])
+    spec = tmp_path / "nightly.toml"
+    spec.write_text('name = "nightly"\n[select]\nquery = "status = \'completed\'"\n[candidate]\n'
+                    'from_source = true\n[schedule]\ncron = "0 3 * * *"\n', encoding="utf-8")
+    with scheduler_lock(db):
+        out = subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), "sweep", "schedule",
+                              str(spec)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert f"PID {os.getpid()}" in out.stderr and "Traceback" not in out.stderr
+    cron = subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), "sweep", "cron", str(spec)],
+                          capture_output=True, text=True, timeout=60)
+    assert cron.returncode == 0 and cron.stdout.splitlines()[2].startswith("0 3 * * * cd ")
