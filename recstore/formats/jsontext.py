@@ -36,9 +36,12 @@ _LONG_DIGITS_BYTES = re.compile(rb"\d{16}")
 # drops it), or a key with a character in U+E000..U+FFFF (code-point order then differs from
 # UTF-16 order). Matches inside string values only cost a needless fallback, never a wrong
 # answer: in compact JSON an unescaped `"` followed by `:` only ever ends a key.
-_NOT_PLAIN = re.compile(
-    r"(?:^|[:,\[])-?\d+(?:\.\d+(?:[eE][+-]?\d+)?|[eE][+-]?\d+)(?:[,\]}]|$)"
-    r'|(?:^|[:,\[])-?\d{16}|"\d+":|"__proto__":'
+# Separate simple patterns: each starts with a fixed character class, which the regex engine
+# scans for quickly (one alternation with `^|...` was 3x slower on the ingest hot path).
+_NOT_PLAIN = (
+    re.compile(r"[:,\[]-?\d+(?:\.\d+(?:[eE][+-]?\d+)?|[eE][+-]?\d+)[,\]}]"),
+    re.compile(r"[:,\[]-?\d{16}"),
+    re.compile(r'"\d+":'),
 )
 _HIGH_BMP = re.compile("[\ue000-\uffff]")
 _KEY = re.compile(r'"((?:[^"\\]|\\.)*)":')
@@ -51,8 +54,11 @@ def canonical_json_fast(value: Any) -> str:
         text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
     except TypeError:  # lone surrogates or ints beyond 64 bits
         return canonical_json(value)
-    if _NOT_PLAIN.search(text) or (
-        _HIGH_BMP.search(text) and any(_HIGH_BMP.search(k) for k in _KEY.findall(text))
+    if (
+        text[0] in "-0123456789"  # a bare number: the exact path is as cheap
+        or '"__proto__":' in text
+        or any(pattern.search(text) for pattern in _NOT_PLAIN)
+        or (_HIGH_BMP.search(text) and any(_HIGH_BMP.search(k) for k in _KEY.findall(text)))
     ):
         return canonical_json(value)
     return text
