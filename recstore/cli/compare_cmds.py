@@ -1,1 +1,177 @@
-"""CLI commands: compare_cmds (placeholder until its issue lands)."""
+"""``recstore compare``: two record files, two stored runs, or two run sets in bulk.
+
+This module registers the one ``compare`` command (before ``record_cmds`` would register its
+files-only version) and reuses that module's ``compare_options`` and ``echo_comparison``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from recstore.cli import cli
+from recstore.cli.record_cmds import compare_options, echo_comparison
+from recstore.compare import (
+    DUPLICATE_RULES,
+    PRESETS,
+    ClassificationRule,
+    bulk_compare,
+    compare_pair,
+    compare_stored,
+)
+from recstore.compare.report import render_html, render_text
+from recstore.errors import InputError, NotFoundError
+from recstore.formats.aioc import load_record_file
+from recstore.store import Store
+
+
+def _store(ctx: click.Context) -> Store:
+    path = Path(ctx.obj["db"])
+    if not path.exists():
+        raise NotFoundError(f"store {path} does not exist; ingest records first or pass --db")
+    return Store(path)
+
+
+def _write_pairs(comparison, fmt: str, output: str) -> None:
+    if fmt == "csv":
+        pa_csv.write_csv(comparison.pairs, output)
+    else:
+        pq.write_table(comparison.pairs, output)
+
+
+@cli.command("compare")
+@click.argument("runs", nargs=-1, metavar="[A B]")
+@click.option("--baseline", metavar="FILTER", help="Baseline runs: a query DSL filter.")
+@click.option("--candidate", metavar="FILTER", help="Candidate runs: a query DSL filter.")
+@click.option(
+    "--pair-by",
+    default="metadata.caseId",
+    show_default=True,
+    metavar="KEY",
+    help="Pairing key: metadata.<path>, question, input_scope or lineage.",
+)
+@click.option(
+    "--duplicates",
+    type=click.Choice(DUPLICATE_RULES),
+    default="latest",
+    show_default=True,
+    help="Several runs with one key on a side: keep the latest, or pair all.",
+)
+@click.option(
+    "--ignore",
+    "ignore",
+    multiple=True,
+    metavar="PATHS",
+    help="Leave out fields: policy.timestamp,policy.callId,guardrails.timestamp,metadata,"
+    "metadata.<key>,toolCalls.output or a whole section (repeatable, comma-separated).",
+)
+@click.option("--preset", type=click.Choice(sorted(PRESETS)), help="Named ignore set.")
+@click.option("--fail-on", metavar="SIGNALS", help="Signals that classify a pair as fail.")
+@click.option("--warn-on", metavar="SIGNALS", help="Signals that classify a pair as warn.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "parquet"]),
+    help="Write the per-pair rows in this format to --output.",
+)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="File for --format.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write an HTML report.")
+@click.option("--no-record", is_flag=True, help="Do not store the comparison in the store.")
+@compare_options
+@click.pass_context
+def compare_cmd(
+    ctx: click.Context,
+    runs: tuple[str, ...],
+    baseline: str | None,
+    candidate: str | None,
+    pair_by: str,
+    duplicates: str,
+    ignore: tuple[str, ...],
+    preset: str | None,
+    fail_on: str | None,
+    warn_on: str | None,
+    fmt: str | None,
+    output: str | None,
+    html_path: str | None,
+    no_record: bool,
+    as_json: bool,
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+) -> None:
+    """Compare runs exactly as aioc's compareRunRecords does, one pair or thousands.
+
+    \b
+    A B         two RunRecord files, or two stored runs (run key, run id or prefix):
+                aioc's full result; exit 0 when equal, 1 when different.
+    --baseline F --candidate F [--pair-by KEY]
+                bulk: pair the two run sets and compare every pair in SQL; exit 0 when
+                no pair classifies as fail, 1 otherwise (a CI gate).
+
+    Pairs classify as fail when the candidate failed, warn when not equal, else pass
+    (aioc's rule); --fail-on/--warn-on take signals: statusChanged, toolsChanged,
+    policyChanged, finalOutputChanged, guardrailsChanged, outputsChanged, metadataChanged,
+    changed, candidateFailed, regressed. The semantic preset ignores policy.timestamp,
+    policy.callId, policy.expiresAt, guardrails.timestamp and metadata.
+
+    \b
+    Examples:
+      recstore compare baseline.json candidate.json --exclude metadata
+      recstore compare aioc:run-1 aioc:run-2 --preset semantic --json
+      recstore compare --baseline "tag.set = 'v1'" --candidate "tag.set = 'v2'" \\
+          --pair-by metadata.caseId --html report.html --format csv -o pairs.csv
+    """
+    include_sections = list(include) or None
+    if baseline is not None or candidate is not None:
+        if runs or baseline is None or candidate is None:
+            raise InputError("bulk compare needs both --baseline and --candidate, and no A B")
+        if (fmt is None) != (output is None):
+            raise InputError("--format and --output go together")
+        comparison = bulk_compare(
+            _store(ctx),
+            baseline,
+            candidate,
+            pair_by=pair_by,
+            ignore=ignore,
+            preset=preset,
+            include_sections=include_sections,
+            exclude_sections=exclude,
+            duplicates=duplicates,
+            rule=ClassificationRule.parse(fail_on, warn_on),
+            record=not no_record,
+        )
+        if fmt:
+            _write_pairs(comparison, fmt, output)
+        if html_path:
+            Path(html_path).write_text(render_html(comparison), encoding="utf-8")
+        if as_json:
+            click.echo(json.dumps(comparison.to_dict(), ensure_ascii=False, default=str))
+        else:
+            click.echo(render_text(comparison))
+        ctx.exit(1 if comparison.failed else 0)
+    if len(runs) != 2:
+        raise InputError("give two files or runs (A B), or --baseline and --candidate")
+    a, b = runs
+    if Path(a).is_file() and Path(b).is_file():
+        result = compare_pair(
+            load_record_file(a),
+            load_record_file(b),
+            ignore=ignore,
+            preset=preset,
+            include_sections=include_sections,
+            exclude_sections=exclude,
+        )
+    else:
+        result = compare_stored(
+            _store(ctx),
+            a,
+            b,
+            ignore=ignore,
+            preset=preset,
+            include_sections=include_sections,
+            exclude_sections=exclude,
+        )
+    ctx.exit(echo_comparison(result, as_json, a, b))

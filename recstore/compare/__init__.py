@@ -11,6 +11,7 @@ from recstore.compare.bulk import (
     Comparison,
     aioc_result,
     bulk_compare,
+    compare_pair,
     compare_stored,
 )
 from recstore.compare.ignore import PRESETS, IgnoreSpec, parse_ignore, strip_record
@@ -28,6 +29,7 @@ __all__ = [
     "IgnoreSpec",
     "PairBy",
     "bulk_compare",
+    "compare_pair",
     "compare_stored",
     "parse_ignore",
     "strip_record",

@@ -32,10 +32,19 @@ from recstore.records import compare_records, resolve_sections
 from recstore.store import Store
 from recstore.store.agentuse_ingest import stored_record
 
-__all__ = ["PAIR_COLUMNS", "Comparison", "aioc_result", "bulk_compare", "compare_stored"]
+__all__ = [
+    "PAIR_COLUMNS",
+    "Comparison",
+    "aioc_result",
+    "bulk_compare",
+    "compare_pair",
+    "compare_stored",
+]
 
 # Records reduced to features per round trip (bounds memory on large stores).
 _FEATURE_CHUNK = 5000
+# Pairs whose tool-call sequences are kept for the report's drill-down (worst first).
+DRILLDOWN_LIMIT = 300
 
 # Per-pair columns of a comparison, as stored in comparison_pairs and exported.
 PAIR_COLUMNS = [
@@ -88,6 +97,7 @@ class Comparison:
     pairs: pa.Table
     unpaired: list[dict] = field(default_factory=list)
     aggregate: dict = field(default_factory=dict)
+    drilldown: list[dict] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -337,10 +347,47 @@ def bulk_compare(
             pairs=con.sql(f"SELECT {', '.join(PAIR_COLUMNS)} FROM _cmp_pair_rows").to_arrow_table(),
             unpaired=_unpaired(con),
             aggregate=aggregate(con, seed=seed),
+            drilldown=_drilldown(con, DRILLDOWN_LIMIT),
         )
         if record:
             comparison.comparison_id = _record(con, comparison)
     return comparison
+
+
+def _drilldown(con: Any, limit: int) -> list[dict]:
+    """The worst pairs (fail, then warn, then pass) with both tool-call sequences."""
+    cursor = con.execute(
+        f"""
+        WITH chosen AS (
+            SELECT pair_index FROM _cmp_pair_rows
+            ORDER BY CASE classification WHEN 'fail' THEN 0 WHEN 'warn' THEN 1 ELSE 2 END,
+                     difference_count DESC, pair_index
+            LIMIT {int(limit)}
+        )
+        SELECT c.pair_index,
+               list(name_a ORDER BY call_index) FILTER (WHERE in_a) AS baseline_tools,
+               list(name_b ORDER BY call_index) FILTER (WHERE in_b) AS candidate_tools
+        FROM chosen c LEFT JOIN _cmp_call_pos p USING (pair_index)
+        GROUP BY c.pair_index
+        """
+    )
+    sequences = {row[0]: row[1:] for row in cursor.fetchall()}
+    rows = con.execute(
+        "SELECT * FROM _cmp_pair_rows WHERE pair_index IN (SELECT unnest(?))",
+        [list(sequences)],
+    )
+    names = [d[0] for d in rows.description]
+    out = []
+    for values in rows.fetchall():
+        row = dict(zip(names, values, strict=True))
+        baseline_tools, candidate_tools = sequences[row["pair_index"]]
+        row["baseline_tools"] = baseline_tools or []
+        row["candidate_tools"] = candidate_tools or []
+        out.append(row)
+    rank = {"fail": 0, "warn": 1, "pass": 2}
+    return sorted(
+        out, key=lambda r: (rank[r["classification"]], -r["difference_count"], r["pair_index"])
+    )
 
 
 def _unpaired(con: Any) -> list[dict]:
@@ -355,6 +402,25 @@ def _select(store: Store, dsl_filter: str | None) -> list[str]:
     return select_run_keys(store, dsl_filter or "")
 
 
+def compare_pair(
+    left: dict,
+    right: dict,
+    *,
+    ignore: Iterable[str] = (),
+    preset: str | None = None,
+    include_sections: Iterable[str] | None = None,
+    exclude_sections: Iterable[str] | None = None,
+) -> dict:
+    """``compare_records`` with ignore options: the pairwise meaning of every bulk option."""
+    spec: IgnoreSpec = parse_ignore(ignore, preset)
+    return compare_records(
+        strip_record(left, spec),
+        strip_record(right, spec),
+        include_sections=include_sections,
+        exclude_sections=set(exclude_sections or ()) | spec.sections,
+    )
+
+
 def compare_stored(
     store: Store,
     run_a: str,
@@ -365,13 +431,12 @@ def compare_stored(
     include_sections: Iterable[str] | None = None,
     exclude_sections: Iterable[str] | None = None,
 ) -> dict:
-    """``compare_records`` of two stored runs (full differences list), with ignore options."""
-    spec: IgnoreSpec = parse_ignore(ignore, preset)
-    left = strip_record(store.get_record(run_a), spec)
-    right = strip_record(store.get_record(run_b), spec)
-    return compare_records(
-        left,
-        right,
+    """The full aioc comparison (differences list included) of two stored runs."""
+    return compare_pair(
+        store.get_record(run_a),
+        store.get_record(run_b),
+        ignore=ignore,
+        preset=preset,
         include_sections=include_sections,
-        exclude_sections=set(exclude_sections or ()) | spec.sections,
+        exclude_sections=exclude_sections,
     )
