@@ -38,7 +38,8 @@ def _store(ctx: click.Context):
 def _provider_spec(kind, script, base_url, model, api_key_env, timeout, max_retries):
     """A provider override from the command line, or None to keep the harness's settings."""
     if kind is None:
-        for flag, value in (("--script", script), ("--base-url", base_url), ("--model", model)):
+        for flag, value in (("--script", script), ("--base-url", base_url), ("--model", model),
+                            ("--api-key-env", api_key_env), ("--timeout", timeout), ("--max-retries", max_retries)):
             if value is not None:
                 raise InputError(f"{flag} needs --provider", source=flag)
         return None

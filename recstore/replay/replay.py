@@ -49,6 +49,7 @@ __all__ = [
     "ReplayReport",
     "ReplayStats",
     "ServedCall",
+    "error_outcome",
     "provider_for",
     "replay_input",
     "replay_run",
@@ -384,7 +385,9 @@ def replay_run(
     if context is None:
         snapshot = source_record.get("contextSnapshot")
         context = copy.deepcopy(snapshot) if snapshot is not None else {}
-    metadata = {"replayOfRunId": source_record.get("runId"), "harness": built.harness}
+    metadata: dict = {"replayOfRunId": source_record.get("runId")}
+    if built.harness:
+        metadata["harness"] = built.harness
     metadata.update(metadata_overrides or {})
     result = run(
         built.entry,
