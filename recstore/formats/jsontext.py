@@ -30,38 +30,51 @@ _LONG_DIGITS = re.compile(r"\d{16}")
 _LONG_DIGITS_BYTES = re.compile(rb"\d{16}")
 
 
-# Where orjson's sorted output may differ from aioc's canonical JSON (recstore.canonical): a
-# float token (JS prints 1.0 as 1, 1e21 as 1e+21, ...), an int of 16+ digits (JS rounds through
-# a double), an array-index key like "9" (JS puts those first, numerically), "__proto__" (JS
-# drops it), or a key with a character in U+E000..U+FFFF (code-point order then differs from
-# UTF-16 order). Matches inside string values only cost a needless fallback, never a wrong
-# answer: in compact JSON an unescaped `"` followed by `:` only ever ends a key.
-# Separate simple patterns: each starts with a fixed character class, which the regex engine
-# scans for quickly (one alternation with `^|...` was 3x slower on the ingest hot path).
-_NOT_PLAIN = (
-    re.compile(r"[:,\[]-?\d+(?:\.\d+(?:[eE][+-]?\d+)?|[eE][+-]?\d+)[,\]}]"),
-    re.compile(r"[:,\[]-?\d{16}"),
-    re.compile(r'"\d+":'),
-)
 _HIGH_BMP = re.compile("[\ue000-\uffff]")
-_KEY = re.compile(r'"((?:[^"\\]|\\.)*)":')
+_SAFE_INT = 2**53
+
+
+def _orjson_is_canonical(value: Any) -> bool:
+    """True when orjson's sorted output equals aioc's canonical JSON (recstore.canonical) for
+    ``value``: no floats (JS prints 1.0 as 1, 1e21 as 1e+21, ...), no ints beyond 2**53 (JS
+    rounds them through a double), no digit-only keys (JS puts array-index keys first,
+    numerically), no ``__proto__`` key (JS drops it) and no key with a character in
+    U+E000..U+FFFF (where code-point order differs from UTF-16 order). Strings escape alike.
+
+    A type walk without building strings: several times cheaper than canonical_json."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        kind = type(v)
+        if kind is str or kind is bool or v is None:
+            continue
+        if kind is dict:
+            for key in v:
+                if (
+                    key.isdigit()
+                    or key == "__proto__"
+                    or (not key.isascii() and _HIGH_BMP.search(key))
+                ):
+                    return False
+            stack.extend(v.values())
+        elif kind is list:
+            stack.extend(v)
+        elif kind is int and -_SAFE_INT < v < _SAFE_INT:
+            continue
+        else:
+            return False
+    return True
 
 
 def canonical_json_fast(value: Any) -> str:
     """:func:`recstore.canonical.canonical_json`, via orjson for the (common) values where the
     two provably agree; otherwise the exact implementation."""
-    try:
-        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
-    except TypeError:  # lone surrogates or ints beyond 64 bits
-        return canonical_json(value)
-    if (
-        text[0] in "-0123456789"  # a bare number: the exact path is as cheap
-        or '"__proto__":' in text
-        or any(pattern.search(text) for pattern in _NOT_PLAIN)
-        or (_HIGH_BMP.search(text) and any(_HIGH_BMP.search(k) for k in _KEY.findall(text)))
-    ):
-        return canonical_json(value)
-    return text
+    if _orjson_is_canonical(value):
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+        except TypeError:  # lone surrogates
+            pass
+    return canonical_json(value)
 
 
 def sha256_canonical_fast(value: Any) -> str:

@@ -185,6 +185,7 @@ class BatchWriter:
         }
         # stream_key -> (next stream_pos, last hash) for streams this writer appended to
         self._tails: dict[str, tuple[int, str]] = {}
+        self._columns: dict = {}  # insert_rows' column cache for this connection
         self._next_seq = self._max("SELECT max(seq) FROM events") + 1
         self._next_batch = self._max("SELECT max(batch_id) FROM batches") + 1
         self._next_source = (
@@ -298,8 +299,13 @@ class BatchWriter:
         self.summary.rejected += 1
         where = f"{raw.source_uri}:{raw.line}" if raw.line is not None else raw.source_uri
         self.summary.rejects.append(
-            {"source": raw.source_uri, "line": raw.line, "path": path, "reason": reason,
-             "where": where}
+            {
+                "source": raw.source_uri,
+                "line": raw.line,
+                "path": path,
+                "reason": reason,
+                "where": where,
+            }
         )
         return "rejected"
 
@@ -425,18 +431,19 @@ class BatchWriter:
         try:
             if self._replaced_in_db:
                 delete_projections(con, sorted(self._replaced_in_db))
-            insert_rows(con, "events", self._events)
-            insert_rows(con, "streams", self._streams)
+            insert_rows(con, "events", self._events, columns_cache=self._columns)
+            insert_rows(con, "streams", self._streams, columns_cache=self._columns)
             for table in PROJECTION_TABLES:
                 insert_rows(
                     con,
                     table,
                     [row for rows in self._projections.values() for row in rows[table]],
+                    columns_cache=self._columns,
                 )
-            insert_rows(con, "lineage_log", self._lineage)
-            insert_rows(con, "rejects", self._rejects)
-            insert_rows(con, "sources", self._sources)
-            insert_rows(con, "batches", [self._batch_row(batch_id)])
+            insert_rows(con, "lineage_log", self._lineage, columns_cache=self._columns)
+            insert_rows(con, "rejects", self._rejects, columns_cache=self._columns)
+            insert_rows(con, "sources", self._sources, columns_cache=self._columns)
+            insert_rows(con, "batches", [self._batch_row(batch_id)], columns_cache=self._columns)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

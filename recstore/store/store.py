@@ -310,6 +310,7 @@ def _project_log(
     if log_catalog:
         log.execute(f"USE {log_catalog}")
     pending: dict[str, list[dict]] = {table: [] for table in PROJECTION_TABLES}
+    columns: dict = {}
     runs = 0
     in_chunk = 0
     for head, events in _group_streams(cur):
@@ -323,9 +324,9 @@ def _project_log(
         runs += 1
         in_chunk += 1
         if in_chunk >= _REBUILD_CHUNK:
-            _flush(con, pending, catalog)
+            _flush(con, pending, catalog, columns)
             in_chunk = 0
-    _flush(con, pending, catalog)
+    _flush(con, pending, catalog, columns)
     cur.close()
     log.close()
     return runs
@@ -346,9 +347,14 @@ def _group_streams(cur: duckdb.DuckDBPyConnection) -> Iterator[tuple[tuple, list
         yield head, events
 
 
-def _flush(con: duckdb.DuckDBPyConnection, pending: dict[str, list[dict]], catalog: str | None):
+def _flush(
+    con: duckdb.DuckDBPyConnection,
+    pending: dict[str, list[dict]],
+    catalog: str | None,
+    columns: dict,
+) -> None:
     for table, rows in pending.items():
-        insert_rows(con, table, rows, catalog)
+        insert_rows(con, table, rows, catalog, columns_cache=columns)
         rows.clear()
 
 

@@ -98,11 +98,21 @@ def insert_rows(
     table: str,
     rows: Sequence[dict],
     catalog: str | None = None,
+    columns_cache: dict | None = None,
 ) -> None:
-    """Append ``rows`` (dicts keyed by column; missing keys are NULL) to ``table``."""
+    """Append ``rows`` (dicts keyed by column; missing keys are NULL) to ``table``.
+
+    ``columns_cache`` (a dict owned by the caller, valid while the schema does not change) saves
+    one catalog query per call."""
     if not rows:
         return
-    columns = table_columns(con, table, catalog)
+    if columns_cache is None:
+        columns = table_columns(con, table, catalog)
+    else:
+        key = (catalog, table)
+        if key not in columns_cache:
+            columns_cache[key] = table_columns(con, table, catalog)
+        columns = columns_cache[key]
     staged, select = _select_list(table, columns)
     types = dict(columns)
     columns_data = {}
