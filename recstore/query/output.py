@@ -108,11 +108,11 @@ def _json_default(value: Any) -> Any:
 
 
 def _write_csv(result: ResultStream, out: IO[str], _tty: bool) -> int:
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv.writer(out, lineterminator="\r\n")  # RFC 4180; also quotes lone \r
     writer.writerow(result.columns)
     count = 0
     for row in result.rows():
-        writer.writerow([_text(v) for v in row])
+        writer.writerow([_cell(v) for v in row])
         count += 1
     return count
 
@@ -156,7 +156,12 @@ def _table_line(cells: list[str], widths: list[int], right: list[bool]) -> str:
 
 
 def _text(value: Any) -> str:
-    """One-line text of a value for the table and CSV."""
+    """One-line text of a value for the table."""
+    return _cell(value).replace("\r", " ").replace("\n", " ")
+
+
+def _cell(value: Any) -> str:
+    """Text of a value for CSV (quoting keeps line breaks intact)."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -167,7 +172,7 @@ def _text(value: Any) -> str:
         return base64.b64encode(value).decode("ascii")
     if isinstance(value, list | dict):
         return orjson.dumps(value, default=_json_default).decode("utf-8")
-    return str(value).replace("\r", " ").replace("\n", " ")
+    return str(value)
 
 
 def _write_parquet(result: ResultStream, path: Path) -> int:
