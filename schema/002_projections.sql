@@ -233,6 +233,9 @@ SELECT r.run_key AS child_run_key,
 FROM runs r
 LEFT JOIN runs p ON p.run_id = r.replay_of_run_id AND p.format = r.format
 WHERE r.replay_of_run_id IS NOT NULL
+  -- a replay stored with its own provenance row (lineage_log) is listed once, with that row
+  AND NOT EXISTS (SELECT 1 FROM lineage_log x
+                  WHERE x.child_run_key = r.run_key AND x.relation = 'replay_of')
   -- recstore's own replays carry a richer 'replay_of' row in lineage_log (schema 020); one row each
   AND NOT EXISTS (SELECT 1 FROM lineage_log x
                   WHERE x.child_run_key = r.run_key AND x.relation = 'replay_of')

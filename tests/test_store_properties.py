@@ -173,3 +173,41 @@ def test_store_verifies_after_property_runs(store):
         pytest.skip("property test did not run")
     report = store.verify()
     assert report.ok, report.problems
+
+
+def test_lineage_replay_of_caller_rows_and_thread_continuation(tmp_path):
+    store = Store(tmp_path / "lineage.duckdb")
+    first = json.loads(json.dumps(CORPUS[0]))
+    first["runId"] = "thread-1"
+    follow_up = {"type": "message", "role": "user", "content": "and one more thing"}
+    second = json.loads(json.dumps(CORPUS[1]))
+    second.update(
+        runId="thread-2",
+        items=[*first["items"], follow_up, {"type": "message", "role": "assistant", "content": "ok"}],
+        inputItemCount=len(first["items"]) + 1,
+        requestFingerprints=[],
+        promptSnapshots=[],
+        policyDecisions=[],
+    )
+    replay = json.loads(json.dumps(CORPUS[2]))
+    replay.update(runId="replay-1", metadata={"replayOfRunId": "thread-1"})
+    provenance = json.loads(json.dumps(CORPUS[3]))
+    provenance.update(runId="replay-2", metadata={"replayOfRunId": "thread-1"})
+
+    store.ingest_records([second, replay])  # children first: parents resolve when they arrive
+    store.ingest_records(
+        [first, provenance],
+        lineage=[{"child": "replay-2", "relation": "replay_of", "parent_run_id": "thread-1",
+                  "detail": {"mode": "strict"}}],
+    )
+    with store.reader() as con:
+        rows = con.execute(
+            "SELECT child_run_key, parent_run_key, relation, detail->>'$.mode' FROM lineage "
+            "ORDER BY 1, 3"
+        ).fetchall()
+    assert rows == [
+        ("aioc:replay-1", "aioc:thread-1", "replay_of", None),
+        ("aioc:replay-2", "aioc:thread-1", "replay_of", "strict"),
+        ("aioc:thread-2", "aioc:thread-1", "thread_continuation", None),
+    ]
+    assert store.verify().ok
