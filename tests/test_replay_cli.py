@@ -132,3 +132,21 @@ def test_openai_provider_without_key_is_a_reported_error(store_path):
     report = json.loads(result.stdout)
     assert report["status"] == "error" and "RECSTORE_NO_SUCH_KEY is not set" in report["reason"]
     assert report["replayRunKey"] is None
+
+
+def test_batches_read_and_write_in_chunks_in_order(tmp_path, monkeypatch):
+    from recstore.replay import batch
+
+    monkeypatch.setattr(batch, "READ_CHUNK", 5)
+    monkeypatch.setattr(batch, "STORE_BATCH", 2)
+    store = Store(tmp_path / "chunks.duckdb")
+    store.ingest([str(AIOC_FIXTURES / f"{name}.json") for name in AIOC_RECORD_NAMES])
+    keys = sorted(f"aioc:{name}" for name in AIOC_RECORD_NAMES)
+    seen = []
+    results = batch.replay_stored(store, keys, batch.ReplayJob(), workers=2, progress=lambda d, t: seen.append((d, t)))
+    assert [r.source_run_key for r in results] == keys
+    assert {r.report.status for r in results} == {"completed"}
+    assert seen[-1] == (13, 13) and len(seen) == 13
+    with store.reader() as con:
+        stored = con.execute("SELECT source_run_key, replay_run_key FROM replays ORDER BY source_run_key").fetchall()
+    assert stored == [(r.source_run_key, r.replay_run_key) for r in results]

@@ -11,6 +11,7 @@ import functools
 import multiprocessing
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from recstore.errors import RecstoreError
@@ -22,6 +23,7 @@ from recstore.store import Store, run_key_for
 __all__ = ["ReplayJob", "ReplayResult", "replay_one", "replay_stored"]
 
 STORE_BATCH = 200  # replays per write transaction
+READ_CHUNK = 2000  # sources held in memory at once
 CHUNK = 25  # sources per task sent to a worker
 
 
@@ -73,31 +75,39 @@ def _replay_chunk(job: ReplayJob, sources: list[dict]) -> list[tuple[dict | None
     return [replay_one(job, source) for source in sources]
 
 
-def _computed(job: ReplayJob, sources: list[SourceRun], workers: int) -> Iterator[tuple[int, tuple]]:
-    """``(index into sources, replay_one result)`` as replays finish."""
+@contextmanager
+def _pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
+    """A process pool for ``workers > 1`` (``None`` means replay in this process).
+
+    fork where available: spawn re-imports the package in every worker, which costs more than the
+    replays of a typical selection. Forking is safe here: the executor forks all workers at its
+    first submit, after the first sources were read and their reader closed and before this
+    process writes, and workers never open the store.
+    """
     if workers <= 1:
+        yield None
+        return
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+        yield pool
+
+
+def _computed(pool: ProcessPoolExecutor | None, job: ReplayJob, sources: list[SourceRun]) -> Iterator[tuple[int, tuple]]:
+    """``(index into sources, replay_one result)`` as replays finish."""
+    if pool is None:
         for index, source in enumerate(sources):
             yield index, replay_one(job, source.record)
         return
-    # fork where available: spawn re-imports the package in every worker, which costs more than
-    # the replays of a typical selection. Forking is safe here because the sources were read and
-    # the reader closed before the pool starts, all workers are forked at the first submit (before
-    # the parent writes), and workers never open the store.
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    context = multiprocessing.get_context(method)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        starts = range(0, len(sources), CHUNK)
-        futures = {
-            pool.submit(_replay_chunk, job, [s.record for s in sources[start : start + CHUNK]]): start
-            for start in starts
-        }
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                start = futures[future]
-                for offset, result in enumerate(future.result()):
-                    yield start + offset, result
+    futures = {
+        pool.submit(_replay_chunk, job, [s.record for s in sources[start : start + CHUNK]]): start
+        for start in range(0, len(sources), CHUNK)
+    }
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        for future in done:
+            for offset, result in enumerate(future.result()):
+                yield futures[future] + offset, result
 
 
 def replay_stored(
@@ -110,24 +120,33 @@ def replay_stored(
     progress: Callable[[int, int], None] | None = None,
 ) -> list[ReplayResult]:
     """Replay the stored runs ``run_keys`` and store every replay record with its lineage
-    (unless ``save`` is false). Results come back in ``run_keys`` order."""
-    sources = load_sources(store, run_keys)
-    results: list[ReplayResult | None] = [None] * len(sources)
-    pending: list[tuple[int, tuple]] = []
+    (unless ``save`` is false). Sources are read :data:`READ_CHUNK` at a time, so memory stays
+    bounded; results come back in ``run_keys`` order."""
+    results: list[ReplayResult] = []
+    done = 0
+    with _pool(workers) as pool:
+        for start in range(0, len(run_keys), READ_CHUNK):
+            sources = load_sources(store, run_keys[start : start + READ_CHUNK])
+            chunk: list[ReplayResult | None] = [None] * len(sources)
+            pending: list[tuple[int, tuple]] = []
+            for index, result in _computed(pool, job, sources):
+                pending.append((index, result))
+                if len(pending) >= STORE_BATCH:
+                    _flush(store, sources, pending, chunk, save)
+                done += 1
+                if progress is not None:
+                    progress(done, len(run_keys))
+            _flush(store, sources, pending, chunk, save)
+            results.extend(r for r in chunk if r is not None)
+    return results
 
-    def flush() -> None:
-        if save:
-            store_replays(store, [(sources[i], rec, rep, prov) for i, (rec, rep, prov) in pending])
-        for index, (record, report, _) in pending:
-            key = run_key_for("aioc", record["runId"]) if record is not None and save else None
-            results[index] = ReplayResult(sources[index].run_key, key, report)
-        pending.clear()
 
-    for done, (index, result) in enumerate(_computed(job, sources, workers), start=1):
-        pending.append((index, result))
-        if len(pending) >= STORE_BATCH:
-            flush()
-        if progress is not None:
-            progress(done, len(sources))
-    flush()
-    return [r for r in results if r is not None]
+def _flush(store: Store, sources: list[SourceRun], pending: list[tuple[int, tuple]],
+           out: list[ReplayResult | None], save: bool) -> None:
+    """Store the finished replays in ``pending`` (one transaction) and record their results."""
+    if save and pending:
+        store_replays(store, [(sources[i], rec, rep, prov) for i, (rec, rep, prov) in pending])
+    for index, (record, report, _) in pending:
+        key = run_key_for("aioc", record["runId"]) if record is not None and save else None
+        out[index] = ReplayResult(sources[index].run_key, key, report)
+    pending.clear()
