@@ -27,7 +27,7 @@ from .query_support import DOCS_NOW_TEXT, shared_store
 DSL_CONFORMANCE = [
     "tool_calls.any(name = 'search_docs' and args.limit > 5) fields run_key, agent, status",
     "visits.count() >= 3 fields run_key, visit_count",
-    "tool_calls where run.status = 'failed' and envelope_status = 'error' "
+    "tool_calls where run.status = 'failed' and envelope_status = 'denied' "
     "fields run_key, call_index, name",
     "metadata.caseId = 'case-00005' fields run_key, started",
     "status = 'failed' and started > -60d fields run_key, error_name",
