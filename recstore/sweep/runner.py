@@ -24,6 +24,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +33,7 @@ from typing import Any
 from recstore.canonical import canonical_json
 from recstore.errors import NotFoundError, RecstoreError
 from recstore.store import run_key_for
+from recstore.store.tables import insert_rows
 from recstore.sweep.candidate import STOPPED, CaseReplay, prepare_candidate
 from recstore.sweep.classify import case_signals, classify, judge_input
 from recstore.sweep.judge import JudgeError, run_judge
@@ -176,7 +178,8 @@ def _open_run(store: Any, spec: SweepSpec, rerun: bool, trigger: str,
         return row[0], True
     selection, matched = select_cases(store, spec)
     snapshot = store.last_seq()
-    with store.writer() as con:
+    with store.writer() as con, _transaction(con):
+        # one transaction: a run never exists without its full selection
         if row:
             reason = "--rerun" if rerun else "the spec changed"
             _insert_end(con, row[0], "superseded", reason)
@@ -188,12 +191,22 @@ def _open_run(store: Any, spec: SweepSpec, rerun: bool, trigger: str,
              _utc_naive(scheduled_for), _utc_naive(datetime.now(UTC)), snapshot,
              spec.select.query, matched, len(selection), os.getpid()],
         )
-        if selection:
-            con.executemany(
-                "INSERT INTO sweep_selection VALUES (?, ?, ?, ?, ?)",
-                [(run_id, i, key, rev, h) for i, (key, rev, h) in enumerate(selection)],
-            )
+        insert_rows(con, "sweep_selection", [
+            {"sweep_run_id": run_id, "case_index": i, "source_run_key": key,
+             "source_revision": rev, "source_record_hash": h}
+            for i, (key, rev, h) in enumerate(selection)])
     return run_id, False
+
+
+@contextmanager
+def _transaction(con: Any) -> Iterator[None]:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
 
 
 def select_cases(store: Any, spec: SweepSpec) -> tuple[list[tuple[str, int, str]], int]:
@@ -312,7 +325,8 @@ def _compute_in_worker(case: CaseInput) -> CaseResult:
 def _execute(spec: SweepSpec, cases: Iterator[CaseInput]) -> Iterator[CaseResult]:
     """Compute cases in this process (1 worker) or a process pool, yielding results as they end.
 
-    At most ``2 * workers`` cases are in flight so memory stays flat however many cases there are.
+    At most :data:`FLUSH_CASES` (or ``2 * workers``) cases are in flight, so memory stays flat
+    however many cases there are, yet the workers keep busy while this process commits a group.
     """
     if spec.workers == 1:
         candidate = prepare_candidate(spec)
@@ -326,7 +340,7 @@ def _execute(spec: SweepSpec, cases: Iterator[CaseInput]) -> Iterator[CaseResult
         in_flight: set[Future] = set()
         for case in cases:
             in_flight.add(pool.submit(_compute_in_worker, case))
-            if len(in_flight) >= 2 * spec.workers:
+            if len(in_flight) >= max(2 * spec.workers, FLUSH_CASES):
                 finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
                 yield from (f.result() for f in finished)
         while in_flight:
@@ -430,13 +444,7 @@ class _CaseWriter:
             replay_keys |= _stored_replays(self.store, self.run_id)
         rows = [self._row(case, replay_keys.get(case.case_index)) for case, _ in self.pending]
         with self.store.writer() as con:
-            con.execute("BEGIN TRANSACTION")
-            con.executemany(
-                "INSERT INTO sweep_case_results VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-            con.execute("COMMIT")
+            insert_rows(con, "sweep_case_results", rows)  # one statement: one transaction
         self.pending = []
 
     def _store_replays(self, pending: list[tuple[CaseResult, Any]]) -> dict[int, str]:
@@ -468,14 +476,17 @@ class _CaseWriter:
         return {case.case_index: run_key_for("aioc", case.replay_record["runId"])
                 for case, _ in pending}
 
-    def _row(self, case: CaseResult, replay_key: str | None) -> list:
-        return [
-            self.run_id, case.case_index, case.source_run_key, replay_key, case.outcome,
-            case.replay_status, case.source_status,
-            case.candidate_status, canonical_json(case.signals), canonical_json(case.drift),
-            case.error, _json_or_none(case.comparison), _json_or_none(case.judge),
-            case.duration_ms, _utc_naive(datetime.now(UTC)),
-        ]
+    def _row(self, case: CaseResult, replay_key: str | None) -> dict:
+        return {
+            "sweep_run_id": self.run_id, "case_index": case.case_index,
+            "source_run_key": case.source_run_key, "replay_run_key": replay_key,
+            "outcome": case.outcome, "replay_status": case.replay_status,
+            "source_status": case.source_status, "candidate_status": case.candidate_status,
+            "signals": canonical_json(case.signals), "drift": canonical_json(case.drift),
+            "error": case.error, "comparison": _json_or_none(case.comparison),
+            "judge": _json_or_none(case.judge), "duration_ms": case.duration_ms,
+            "finished_at": _utc_naive(datetime.now(UTC)),
+        }
 
 
 def _end_run(store: Any, run_id: int, status: str, reason: str | None) -> None:
