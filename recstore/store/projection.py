@@ -9,10 +9,11 @@ column in SQL (see :mod:`recstore.store.tables`), so only the original strings a
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from recstore.formats.events import Event
+from recstore.formats.events import ARRAY_EVENT_TYPES, Event
 from recstore.formats.jsontext import canonical_json_fast, dumps_json
 from recstore.records import RecordAnalysis, analyze
 
@@ -142,9 +143,15 @@ def project_record(
         "requests": _request_rows(record, analysis, ctx, seq_of),
         "visits": _visit_rows(analysis, ctx),
         "policy_decisions": _policy_rows(record, analysis, ctx, seq_of),
-        "guardrail_decisions": _guardrail_rows(record, ctx, seq_of),
-        "prompt_snapshots": _snapshot_rows(record, ctx, seq_of),
-        "suspended_proposals": _proposal_rows(record, ctx, seq_of),
+        "guardrail_decisions": _element_rows(
+            record, "guardrailDecisions", ctx, seq_of, "decision_index", _guardrail_columns
+        ),
+        "prompt_snapshots": _element_rows(
+            record, "promptSnapshots", ctx, seq_of, "snapshot_index", _snapshot_columns
+        ),
+        "suspended_proposals": _element_rows(
+            record, "suspendedProposals", ctx, seq_of, "proposal_index", _proposal_columns
+        ),
         "findings": [
             {
                 "run_key": ctx.run_key,
@@ -341,111 +348,94 @@ def _visit_rows(a: RecordAnalysis, ctx: RunContext) -> list[dict]:
     ]
 
 
+def _element_rows(
+    record: dict,
+    key: str,
+    ctx: RunContext,
+    seq_of: _EventIndex,
+    index_column: str,
+    columns: Callable[[dict, int], dict],
+) -> list[dict]:
+    """Rows of one record array whose elements each came from one event: the shared columns
+    (run_key, index, turn, timestamp, payload, event_seq) plus ``columns(element, index)``."""
+    etype = ARRAY_EVENT_TYPES[key]
+    rows = []
+    for i, element in enumerate(_list(record, key)):
+        fields = _dict(element)
+        seq, payload = seq_of[(etype, i)]
+        rows.append(
+            {
+                "run_key": ctx.run_key,
+                index_column: i,
+                "turn": _int(fields.get("turn")),
+                "timestamp_text": _ts(fields.get("timestamp")),
+                "payload": payload,
+                "event_seq": seq,
+                **columns(fields, i),
+            }
+        )
+    return rows
+
+
 def _policy_rows(
     record: dict, a: RecordAnalysis, ctx: RunContext, seq_of: _EventIndex
 ) -> list[dict]:
     transition_of = {t.decision_index: t for t in a.transitions}
-    rows = []
-    for i, d in enumerate(_list(record, "policyDecisions")):
-        dd = _dict(d)
-        resource = _dict(dd.get("resource"))
+
+    def columns(d: dict, i: int) -> dict:
+        resource = _dict(d.get("resource"))
         transition = transition_of.get(i)
-        flag = dd.get("handoffApplied")
-        rows.append(
-            {
-                "run_key": ctx.run_key,
-                "decision_index": i,
-                "turn": _int(dd.get("turn")),
-                "call_id": _text(dd.get("callId")),
-                "decision": _text(dd.get("decision")),
-                "reason": _text(dd.get("reason")),
-                "public_reason": _text(dd.get("publicReason")),
-                "result_mode": _text(dd.get("resultMode")),
-                "policy_version": _text(dd.get("policyVersion")),
-                "resource_kind": _text(resource.get("kind")),
-                "resource_name": _text(resource.get("name")),
-                "expires_at_text": _ts(dd.get("expiresAt")),
-                "handoff_applied": flag if isinstance(flag, bool) else None,
-                "applied_basis": transition.basis if transition else None,
-                "timestamp_text": _ts(dd.get("timestamp")),
-                "metadata": _json(dd.get("metadata")),
-                "payload": seq_of[("policy_decision", i)][1],
-                "event_seq": seq_of[("policy_decision", i)][0],
-            }
-        )
-    return rows
+        flag = d.get("handoffApplied")
+        return {
+            "call_id": _text(d.get("callId")),
+            "decision": _text(d.get("decision")),
+            "reason": _text(d.get("reason")),
+            "public_reason": _text(d.get("publicReason")),
+            "result_mode": _text(d.get("resultMode")),
+            "policy_version": _text(d.get("policyVersion")),
+            "resource_kind": _text(resource.get("kind")),
+            "resource_name": _text(resource.get("name")),
+            "expires_at_text": _ts(d.get("expiresAt")),
+            "handoff_applied": flag if isinstance(flag, bool) else None,
+            "applied_basis": transition.basis if transition else None,
+            "metadata": _json(d.get("metadata")),
+        }
+
+    return _element_rows(record, "policyDecisions", ctx, seq_of, "decision_index", columns)
 
 
-def _guardrail_rows(record: dict, ctx: RunContext, seq_of: _EventIndex) -> list[dict]:
-    rows = []
-    for i, g in enumerate(_list(record, "guardrailDecisions")):
-        gg = _dict(g)
-        rows.append(
-            {
-                "run_key": ctx.run_key,
-                "decision_index": i,
-                "turn": _int(gg.get("turn")),
-                "guardrail_name": _text(gg.get("guardrailName")),
-                "decision": _text(gg.get("decision")),
-                "reason": _text(gg.get("reason")),
-                "timestamp_text": _ts(gg.get("timestamp")),
-                "metadata": _json(gg.get("metadata")),
-                "payload": seq_of[("guardrail_decision", i)][1],
-                "event_seq": seq_of[("guardrail_decision", i)][0],
-            }
-        )
-    return rows
+def _guardrail_columns(g: dict, _i: int) -> dict:
+    return {
+        "guardrail_name": _text(g.get("guardrailName")),
+        "decision": _text(g.get("decision")),
+        "reason": _text(g.get("reason")),
+        "metadata": _json(g.get("metadata")),
+    }
 
 
-def _snapshot_rows(record: dict, ctx: RunContext, seq_of: _EventIndex) -> list[dict]:
-    rows = []
-    for i, s in enumerate(_list(record, "promptSnapshots")):
-        ss = _dict(s)
-        rows.append(
-            {
-                "run_key": ctx.run_key,
-                "snapshot_index": i,
-                "turn": _int(ss.get("turn")),
-                "agent": _text(ss.get("agentName")),
-                "model": _text(ss.get("model")),
-                "prompt_version": _text(ss.get("promptVersion")),
-                "prompt_hash": _text(ss.get("promptHash")),
-                "has_prompt_text": "promptText" in ss,
-                "timestamp_text": _ts(ss.get("timestamp")),
-                "payload": seq_of[("prompt_snapshot", i)][1],
-                "event_seq": seq_of[("prompt_snapshot", i)][0],
-            }
-        )
-    return rows
+def _snapshot_columns(s: dict, _i: int) -> dict:
+    return {
+        "agent": _text(s.get("agentName")),
+        "model": _text(s.get("model")),
+        "prompt_version": _text(s.get("promptVersion")),
+        "prompt_hash": _text(s.get("promptHash")),
+        "has_prompt_text": "promptText" in s,
+    }
 
 
-def _proposal_rows(record: dict, ctx: RunContext, seq_of: _EventIndex) -> list[dict]:
-    rows = []
-    for i, p in enumerate(_list(record, "suspendedProposals")):
-        pp = _dict(p)
-        rows.append(
-            {
-                "run_key": ctx.run_key,
-                "proposal_index": i,
-                "turn": _int(pp.get("turn")),
-                "call_id": _text(pp.get("callId")),
-                "kind": _text(pp.get("kind")),
-                "agent": _text(pp.get("agentName")),
-                "tool_name": _text(pp.get("toolName")),
-                "from_agent": _text(pp.get("fromAgentName")),
-                "to_agent": _text(pp.get("toAgentName")),
-                "proposal_hash": _text(pp.get("proposalHash")),
-                "reason": _text(pp.get("reason")),
-                "public_reason": _text(pp.get("publicReason")),
-                "policy_version": _text(pp.get("policyVersion")),
-                "expires_at_text": _ts(pp.get("expiresAt")),
-                "args_canonical": _text(
-                    pp.get("argsCanonicalJson", pp.get("payloadCanonicalJson"))
-                ),
-                "timestamp_text": _ts(pp.get("timestamp")),
-                "metadata": _json(pp.get("metadata")),
-                "payload": seq_of[("suspended_proposal", i)][1],
-                "event_seq": seq_of[("suspended_proposal", i)][0],
-            }
-        )
-    return rows
+def _proposal_columns(p: dict, _i: int) -> dict:
+    return {
+        "call_id": _text(p.get("callId")),
+        "kind": _text(p.get("kind")),
+        "agent": _text(p.get("agentName")),
+        "tool_name": _text(p.get("toolName")),
+        "from_agent": _text(p.get("fromAgentName")),
+        "to_agent": _text(p.get("toAgentName")),
+        "proposal_hash": _text(p.get("proposalHash")),
+        "reason": _text(p.get("reason")),
+        "public_reason": _text(p.get("publicReason")),
+        "policy_version": _text(p.get("policyVersion")),
+        "expires_at_text": _ts(p.get("expiresAt")),
+        "args_canonical": _text(p.get("argsCanonicalJson", p.get("payloadCanonicalJson"))),
+        "metadata": _json(p.get("metadata")),
+    }
