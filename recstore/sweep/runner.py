@@ -264,7 +264,7 @@ def _case_count(store: Any, run_id: int) -> int:
 # --- computing cases ---------------------------------------------------------------------------
 
 #: Source records read per reader connection (opening one costs tens of milliseconds).
-READ_CHUNK = 64
+READ_CHUNK = 100
 
 
 def _case_inputs(store: Any, run_id: int, cases: list[tuple[int, str, int | None]]) -> Iterator[CaseInput]:
@@ -412,9 +412,9 @@ def _recovered(case: CaseInput) -> tuple[CaseReplay, list[dict], str | None]:
 # --- recording ---------------------------------------------------------------------------------
 
 #: A group of finished cases is committed when it has this many cases ...
-FLUSH_CASES = 64
+FLUSH_CASES = 100
 #: ... or when its oldest case finished this many seconds ago.
-FLUSH_SECONDS = 1.0
+FLUSH_SECONDS = 2.0
 
 
 class _CaseWriter:
