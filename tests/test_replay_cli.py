@@ -150,3 +150,17 @@ def test_batches_read_and_write_in_chunks_in_order(tmp_path, monkeypatch):
     with store.reader() as con:
         stored = con.execute("SELECT source_run_key, replay_run_key FROM replays ORDER BY source_run_key").fetchall()
     assert stored == [(r.source_run_key, r.replay_run_key) for r in results]
+
+
+def test_progress_bar_only_on_a_terminal(capsys, monkeypatch):
+    from recstore.cli.replay_cmds import _Progress
+
+    monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
+    quiet = _Progress()
+    quiet(1, 2)
+    bar = _Progress()
+    bar.enabled = True
+    bar(1, 2)
+    bar(2, 2)
+    err = capsys.readouterr().err
+    assert err == "\r[" + "#" * 15 + "." * 15 + "] 1/2\r[" + "#" * 30 + "] 2/2\n"
