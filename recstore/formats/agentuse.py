@@ -18,8 +18,7 @@ the file's content was still used (salvaged JSON, stuck ``running`` sessions, ``
 "unknown"``) or dropped (truncated JSON, temp files, orphans).
 
 Example:
-    >>> from tests.conftest import AGENTUSE_DATA  # doctest: +SKIP
-    >>> scan = scan_tree(AGENTUSE_DATA)  # doctest: +SKIP
+    >>> scan = scan_tree("~/.local/share/agentuse")  # doctest: +SKIP
     >>> run = assemble_run(scan.trees[0].files)  # doctest: +SKIP
     >>> run.run_key, run.status, [v.agent_id for v in run.visits]  # doctest: +SKIP
     ('agentuse:01M8PCRENAD8M1WA7TYT0KGN5Y', 'completed', ['agents/reply', 'agents/research'])
@@ -288,7 +287,6 @@ class AgentuseRun:
     lineage: list[LineageEdge]
     tools_snapshot: list[dict]
     problems: list[Problem]
-    files: dict[str, str] = field(default_factory=dict)
 
     @property
     def root(self) -> Visit:
@@ -483,7 +481,7 @@ def scan_tree(path: str | Path) -> Scan:
     Raises:
         FileNotFoundError: ``path`` does not exist.
     """
-    root = Path(path)
+    root = Path(path).expanduser()
     if not root.exists():
         raise FileNotFoundError(str(path))
     layout, containers = _find_containers(root)
@@ -802,7 +800,6 @@ class _RunBuilder:
             lineage=self.lineage,
             tools_snapshot=self.tools_snapshot,
             problems=self.problems,
-            files={rel: f.sha256 for rel, f in self.by_rel.items()},
         )
 
     def _session_info(self, s: _SessionFiles) -> dict:
