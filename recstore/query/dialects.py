@@ -39,7 +39,7 @@ def list_length(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> 
 def percentile(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> exp.Expression:
     """``quantile_cont(x, q)`` is emitted as ``PERCENTILE_CONT(x, q)``, valid in none of the
     targets: Spark has exact ``PERCENTILE(x, q)``, ClickHouse ``quantile(q)(x)``, Postgres the
-    ordered-set form and Trino ``approx_percentile``."""
+    ordered-set form, Trino ``approx_percentile`` and BigQuery ``APPROX_QUANTILES``."""
     for node in list(tree.find_all(exp.PercentileCont)):
         value, fraction = node.this, node.expression
         if fraction is None or isinstance(node.parent, exp.WithinGroup):
@@ -50,6 +50,13 @@ def percentile(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> e
             node.replace(exp.Quantile(this=value, quantile=fraction))
         elif dialect == "trino":
             node.replace(exp.ApproxQuantile(this=value, quantile=fraction))
+        elif dialect == "bigquery" and fraction.is_number:
+            # PERCENTILE_CONT is analytic-only there; approximate quantiles at 0.1% steps.
+            steps = 1000
+            offset = round(float(fraction.name) * steps)
+            quantiles = exp.func("APPROX_QUANTILES", value, exp.Literal.number(steps))
+            node.replace(exp.Bracket(this=quantiles, expressions=[exp.Literal.number(offset)],
+                                     offset=0, safe=False))
         elif dialect == "postgres":
             node.replace(exp.WithinGroup(
                 this=exp.PercentileCont(this=fraction),
