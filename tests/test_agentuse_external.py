@@ -3,6 +3,7 @@ exit, timeout and garbage on stdout, each stored as a replay with the right stat
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import subprocess
@@ -322,6 +323,8 @@ def test_cli_match_agentuse_on_an_agentuse_session_captures_the_proposal(cli_db,
     ]
     assert report["original"]["proposal"]["prompt"] == "Post this reply?"
     assert report["current"]["proposal"] == {"prompt": "Post?", "draft": "Hi @alice"}
+    assert report["instructionsSha256"] == hashlib.sha256(b"Draft a shorter reply.").hexdigest()
+    assert len(report["agentSha256"]) == 64 and report["sourceModel"] == "anthropic:claude-sonnet-4-6"
 
 
 def test_cli_refuses_a_mock_session_as_source(tmp_path):

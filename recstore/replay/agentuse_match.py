@@ -842,12 +842,17 @@ def replay_agentuse(
         else str(failure)
     )
     finish = "stop" if record.get("status") == "completed" else None
+    snapshots = record.get("promptSnapshots") or [{}]
+    harness = (record.get("metadata") or {}).get("harness") or {}
     report = tape.report(
         session_id=str(record.get("runId")),
         model=record.get("model"),
         final_text=record.get("response") or "",
         finish_reason=finish,
         error=error,
+        # the fresh instructions as the first request sent them; the candidate's descriptor hash
+        instructions_sha256=snapshots[0].get("promptHash"),
+        agent_sha256=str(harness.get("descriptorHash", "")).removeprefix("sha256:") or None,
     )
     if outcome.record is not None:
         outcome.record.setdefault("metadata", {})["agentuseReplay"] = report
