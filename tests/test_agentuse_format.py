@@ -504,3 +504,22 @@ def test_property_any_damaged_file_leaves_the_run(index, damage):
             k.startswith(problem.rel_path + "/") for k in known
         )
         assert problem.reason
+
+
+def test_data_root_with_several_projects_and_odd_directory_names(tmp_path):
+    data = writable_copy(tmp_path)
+    projects = data / "agentuse" / "project"
+    other = projects / "global" / "session" / "legacy-session-dir"  # pre-v0.12 shared dir, odd name
+    shutil.copytree(session_dir(data) / ROOT_DIR, other)
+    shutil.rmtree(other / "subagent")
+    info = json.loads((other / "session.json").read_text())
+    info.update(
+        id="01M8PCRENAD8M1WA7TYT0KGN11",
+        project={"root": "/home/dev/other", "cwd": "/home/dev/other"},
+    )
+    (other / "session.json").write_text(json.dumps(info))
+    scan = scan_tree(data)
+    runs = {r.session_id: r for r in (assemble_run(t.files) for t in scan.trees)}
+    assert set(runs) == {ROOT_ID, "01M8PCRENAD8M1WA7TYT0KGN11"}
+    assert runs["01M8PCRENAD8M1WA7TYT0KGN11"].root.project_root == "/home/dev/other"
+    assert runs[ROOT_ID].root.project_root == "/home/dev/acme-support"
