@@ -358,8 +358,11 @@ def is_agentuse_tree(path: str | Path) -> bool:
 
 
 def _read_file(path: str, rel: str, kind: str, problems: list[Problem]) -> TreeFile | None:
-    with open(path, "rb") as fh:  # I/O errors surface (§4.2.15)
-        data = fh.read()
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:  # removed while we scanned (a live run); other I/O errors surface
+        return None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -420,13 +423,16 @@ def _walk_files(path: str, rel: str) -> list[tuple[str, str]]:
     """(absolute path, path relative to the message dir) of every file below ``path``, sorted;
     os.scandir because pathlib's per-path parsing dominated scans of big trees."""
     found = []
-    with os.scandir(path) as entries:
-        for entry in entries:
-            sub = f"{rel}/{entry.name}" if rel else entry.name
-            if entry.is_dir(follow_symlinks=False):
-                found.extend(_walk_files(entry.path, sub))
-            elif entry.is_file():
-                found.append((entry.path, sub))
+    try:
+        entries = list(os.scandir(path))
+    except FileNotFoundError:  # removed while we scanned
+        return []
+    for entry in entries:
+        sub = f"{rel}/{entry.name}" if rel else entry.name
+        if entry.is_dir(follow_symlinks=False):
+            found.extend(_walk_files(entry.path, sub))
+        elif entry.is_file():
+            found.append((entry.path, sub))
     return sorted(found, key=lambda f: f[1])
 
 
@@ -1414,7 +1420,9 @@ def agentuse_metadata(run: AgentuseRun) -> dict:
         meta["errorCode"] = root.error_code
     for edge in run.lineage:
         strict = edge.kind == "strict_replay"
-        meta["replaySourceSessionId" if strict else "resultSourceSessionId"] = edge.source_session_id
+        meta["replaySourceSessionId" if strict else "resultSourceSessionId"] = (
+            edge.source_session_id
+        )
         if edge.report is not None:  # replay.json / result-test.json: status, calls[].partId, ...
             meta["replayReport" if strict else "resultReport"] = edge.report
     return meta
