@@ -22,7 +22,7 @@ from recstore.store import Store, run_key_for
 
 __all__ = ["ReplayJob", "ReplayResult", "replay_one", "replay_stored"]
 
-STORE_BATCH = 200  # replays per write transaction
+STORE_BATCH = 500  # replays per write transaction (opening the writer costs ~0.25 s)
 READ_CHUNK = 2000  # sources held in memory at once
 CHUNK = 25  # sources per task sent to a worker
 
