@@ -113,9 +113,12 @@ def open_reader(store: Store) -> contextlib.AbstractContextManager[duckdb.DuckDB
 
 def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
             batch_rows: int = BATCH_ROWS) -> ResultStream:
-    """Run ``query`` on ``con``; rows stream as Arrow batches of ``batch_rows``."""
+    """Run ``query`` on ``con``; rows stream as Arrow batches of ``batch_rows``.
+
+    The query runs on a cursor of ``con`` (same database, same locked settings) so that an
+    unfinished result of an earlier ``con.execute`` cannot block it."""
     try:
-        relation = con.sql(query.sql)
+        relation = con.cursor().sql(query.sql)
         reader = relation.to_arrow_reader(batch_rows)
     except duckdb.Error as exc:
         raise InputError(str(exc).splitlines()[0], source="query") from None
