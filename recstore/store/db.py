@@ -72,12 +72,16 @@ def connect(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckD
     delay = 0.02
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            con = duckdb.connect(str(path), read_only=read_only)
         except duckdb.IOException as exc:
             if not _is_lock_error(exc) or time.monotonic() + delay > deadline:
                 raise _open_error(path, exc, lock_timeout) from None
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
+            continue
+        # DuckDB draws its own progress bar on long statements; recstore's output stays its own
+        con.execute("SET enable_progress_bar = false")
+        return con
 
 
 def _open_error(path: Path, exc: duckdb.Error, lock_timeout: float) -> RecstoreError:
@@ -97,6 +101,7 @@ def connect_attached(
     """An in-memory database (writable, catalog ``memory``) with the store attached read-only
     as ``alias`` and selected with USE, so unqualified names read the store."""
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
     deadline = time.monotonic() + max(lock_timeout, 0.0)
     delay = 0.02
     while True:
