@@ -289,6 +289,7 @@ def _project_log(
     """Project the current revision of every stream from its events (in ``log_catalog``, default
     the connection's own) into the projection tables of ``catalog``."""
     cur = con.cursor()  # streams the log while ``con`` inserts
+    cur.execute("SET enable_progress_bar = false")  # a cursor does not inherit it
     if log_catalog:
         cur.execute(f"USE {log_catalog}")
     cur.execute(
