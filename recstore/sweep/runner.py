@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from recstore.canonical import canonical_json
-from recstore.errors import NotFoundError, RecstoreError
+from recstore.errors import InputError, NotFoundError, RecstoreError
 from recstore.store import run_key_for
 from recstore.store.tables import insert_rows
 from recstore.sweep.candidate import STOPPED, CaseReplay, prepare_candidate
@@ -216,9 +216,7 @@ def select_cases(store: Any, spec: SweepSpec) -> tuple[list[tuple[str, int, str]
     sweep never sweeps its own earlier results. A sample is drawn from the matched keys in
     sorted order with the spec's seed, so the same store and spec always give the same cases.
     """
-    from recstore.query import select_run_keys
-
-    keys = select_run_keys(store, spec.select.query, params=spec.select.params or None)
+    keys = _selected_keys(store, spec.select.query, spec.select.params)
     revisions = _revisions(store, keys, spec.select.include_replays)
     keys = [k for k in keys if k in revisions]
     matched = len(keys)
@@ -228,6 +226,25 @@ def select_cases(store: Any, spec: SweepSpec) -> tuple[list[tuple[str, int, str]
     if spec.select.limit is not None:
         keys = keys[: spec.select.limit]
     return [(k, *revisions[k]) for k in keys], matched
+
+
+def _selected_keys(store: Any, query: str, params: dict[str, str]) -> list[str]:
+    """Run keys a DSL filter, SQL query or ``@saved`` query selects (with its parameters)."""
+    import duckdb
+
+    from recstore.query import load_saved, select_run_keys
+
+    where = "select.query"
+    bound: dict[str, Any] = dict(params)
+    if query.startswith("@"):
+        saved = load_saved(query)
+        query, bound, where = saved.text, saved.bind(params), f"saved query @{saved.name}"
+    try:
+        return select_run_keys(store, query, params=bound or None)
+    except duckdb.BinderException as exc:
+        if "run_key" not in str(exc):
+            raise
+        raise InputError(f"{where} has no run_key column; a sweep selects runs") from None
 
 
 def _revisions(store: Any, keys: Sequence[str], include_replays: bool) -> dict[str, tuple[int, str]]:
@@ -414,7 +431,7 @@ def _recovered(case: CaseInput) -> tuple[CaseReplay, list[dict], str | None]:
 #: A group of finished cases is committed when it has this many cases ...
 FLUSH_CASES = 100
 #: ... or when its oldest case finished this many seconds ago.
-FLUSH_SECONDS = 2.0
+FLUSH_SECONDS = 5.0
 
 
 class _CaseWriter:
