@@ -164,3 +164,13 @@ def test_progress_bar_only_on_a_terminal(capsys, monkeypatch):
     bar(2, 2)
     err = capsys.readouterr().err
     assert err == "\r[" + "#" * 15 + "." * 15 + "] 1/2\r[" + "#" * 30 + "] 2/2\n"
+
+
+def test_replays_survive_a_rebuild_from_the_log(store_path):
+    before = query(store_path, "SELECT * FROM replays ORDER BY replay_run_key")
+    calls = query(store_path, "SELECT * FROM replay_calls ORDER BY replay_run_key, call_index")
+    assert before, "earlier tests stored replays"
+    result = recstore(store_path, "rebuild")
+    assert result.returncode == 0, result.stderr
+    assert query(store_path, "SELECT * FROM replays ORDER BY replay_run_key") == before
+    assert query(store_path, "SELECT * FROM replay_calls ORDER BY replay_run_key, call_index") == calls
