@@ -196,3 +196,10 @@ def test_select_run_keys_keeps_order_and_accepts_sql(fixture_store):
     via_sql = select_keys(fixture_store,
                           "SELECT run_key FROM tool_calls WHERE envelope_status = 'error'")
     assert failed_calls == via_sql and failed_calls == sorted(set(failed_calls))
+
+
+def test_dsl_may_start_with_a_parenthesis():
+    query = compile_query("(status = 'failed' or status = 'completed') and visits.count() >= 3")
+    assert query.language == "dsl"
+    assert query.sql.startswith("SELECT runs.* FROM runs WHERE (runs.status = 'failed' OR ")
+    assert compile_query("(SELECT 1)").language == "sql"

@@ -91,7 +91,7 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
         return
     if engine == "spark":
         if not parquet:
-            raise InputError("--engine spark needs --parquet DIR (from `recstore export DIR`)",
+            raise InputError("spark needs --parquet DIR (written by `recstore export DIR`)",
                              source="--engine")
         from recstore.query.spark import run_on_spark
 

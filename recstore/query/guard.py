@@ -61,9 +61,7 @@ _SQL_FIRST_WORDS = frozenset(
 def looks_like_sql(text: str) -> bool:
     """Whether ``text`` is SQL (its first word, after comments, is a SQL statement keyword) rather
     than the filter DSL. Statements that write are SQL too, so the guard can refuse them."""
-    stripped = re.sub(r"^(\s|--[^\n]*(\n|$)|/\*.*?\*/)*", "", text, flags=re.DOTALL)
-    if stripped.startswith("("):
-        return True
+    stripped = re.sub(r"^(\s|\(|--[^\n]*(\n|$)|/\*.*?\*/)*", "", text, flags=re.DOTALL)
     match = re.match(r"[A-Za-z_]+", stripped)
     return bool(match) and match.group(0).lower() in _SQL_FIRST_WORDS
 
