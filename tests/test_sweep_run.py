@@ -25,26 +25,8 @@ from recstore.synth import generate_corpus
 
 CHANGED_TOOL = "get_finance_report"
 CASES = 80
-
-SPEC = f"""
-name = "finance-schema"
-[select]
-query = "status = 'completed' or status = 'failed'"
-seed = 3
-[candidate]
-from_source = true
-label = "new finance report schema"
-[candidate.tools.{CHANGED_TOOL}]
-parameters = {{ type = "object", required = ["reportId"], properties = {{ reportId = {{ type = "string" }}, currency = {{ type = "string", default = "EUR" }} }} }}
-[replay]
-mode = "strict"
-[compare]
-include_sections = ["response", "toolCalls"]
-[classify]
-fail_on = ["replay_error", "tool_drift"]
-warn_on = ["not_equal"]
-tools = ["{CHANGED_TOOL}"]
-"""
+# The shipped example is the spec under test, so the documentation cannot drift from what works.
+EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "sweep-tool-change.toml"
 
 
 def executes(record: dict, tool: str) -> bool:
@@ -68,14 +50,15 @@ def store(tmp_path, corpus) -> Store:
 @pytest.fixture
 def spec_path(tmp_path) -> Path:
     path = tmp_path / "sweep.toml"
-    path.write_text(SPEC, encoding="utf-8")
+    path.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
     return path
 
 
 def sampled(spec_path: Path, n: int) -> Path:
     """The spec with ``sample = n`` (tests that run a sweep several times keep it small)."""
-    text = spec_path.read_text(encoding="utf-8").replace("seed = 3", f"seed = 3\nsample = {n}")
-    spec_path.write_text(text, encoding="utf-8")
+    text = spec_path.read_text(encoding="utf-8")
+    assert "sample = 500" in text
+    spec_path.write_text(text.replace("sample = 500", f"sample = {n}"), encoding="utf-8")
     return spec_path
 
 
@@ -189,6 +172,13 @@ def test_rerun_supersedes_an_unfinished_run(store, spec_path, monkeypatch):
     assert not fresh.resumed and fresh.processed == size
     rows = query(store, "SELECT sweep_run_id, status FROM sweep_runs ORDER BY 1")
     assert [s for _, s in rows] == ["superseded", "finished"]
+
+
+def test_saved_query_selects_cases(store, spec_path):
+    spec = load_spec(spec_path)
+    saved = spec.model_copy(update={"select": spec.select.model_copy(update={"query": "@slowest-runs"})})
+    cases, matched = runner_module.select_cases(store, saved)
+    assert 0 < len(cases) == matched <= CASES
 
 
 def test_selection_is_frozen_sampled_and_reproducible(store, spec_path):
