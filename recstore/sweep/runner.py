@@ -292,39 +292,30 @@ def _case_inputs(store: Any, run_id: int, cases: list[tuple[int, str, int | None
     for start in range(0, len(cases), READ_CHUNK):
         chunk = cases[start:start + READ_CHUNK]
         sources = load_sources(store, [key for _, key, _ in chunk])
-        recovered = [stored[i] for i, _, _ in chunk if i in stored]
+        recovered = [stored[i][0] for i, _, _ in chunk if i in stored]
         replays = {s.run_key: s.record for s in load_sources(store, recovered)} if recovered else {}
-        details = _replay_details(store, recovered) if recovered else {}
         for (case_index, _, revision), source in zip(chunk, sources, strict=True):
             if revision is not None and source.revision != revision:
                 # The source got a new revision after the sweep run froze its selection: replay
                 # the revision the run selected, so a resumed run stays what it started as.
                 record = store.get_record(source.run_key, revision=revision)
                 source = SourceRun(source.run_key, revision, None, source.source_uri, record)
-            replay_key = stored.get(case_index)
-            yield CaseInput(case_index, source, replays.get(replay_key), details.get(replay_key))
+            replay_key, detail = stored.get(case_index, (None, None))
+            yield CaseInput(case_index, source, replays.get(replay_key), detail)
 
 
-def _replay_details(store: Any, replay_keys: list[str]) -> dict[str, dict]:
-    """The replay layer's ``replay_of`` lineage detail of stored replays, by run key."""
+def _stored_replays(store: Any, run_id: int) -> dict[int, tuple[str, dict]]:
+    """Replays of this sweep run already in the store, by case index: their run key and the
+    replay layer's ``replay_of`` detail (status, reason, served calls). See the module docstring."""
     with store.reader() as con:
         rows = con.execute(
-            "SELECT child_run_key, detail FROM lineage_log WHERE relation = 'replay_of' "
-            "AND list_contains(?, child_run_key)",
-            [replay_keys],
-        ).fetchall()
-    return {key: json.loads(detail) for key, detail in rows if detail}
-
-
-def _stored_replays(store: Any, run_id: int) -> dict[int, str]:
-    """Replays of this sweep run already in the store, by case index (see module docstring)."""
-    with store.reader() as con:
-        rows = con.execute(
-            "SELECT CAST(detail->>'$.case_index' AS INTEGER), child_run_key FROM lineage_log "
-            "WHERE relation = 'sweep_case' AND CAST(detail->>'$.sweep_run_id' AS BIGINT) = ?",
+            "SELECT CAST(s.detail->>'$.case_index' AS INTEGER), s.child_run_key, r.detail "
+            "FROM lineage_log s LEFT JOIN lineage_log r "
+            "ON r.child_run_key = s.child_run_key AND r.relation = 'replay_of' "
+            "WHERE s.relation = 'sweep_case' AND CAST(s.detail->>'$.sweep_run_id' AS BIGINT) = ?",
             [run_id],
         ).fetchall()
-    return dict(rows)
+    return {index: (key, json.loads(detail) if detail else {}) for index, key, detail in rows}
 
 
 _WORKER: dict[str, Any] = {}
@@ -458,7 +449,7 @@ class _CaseWriter:
             return
         replay_keys = self._store_replays([p for p in self.pending if p[0].replay_record is not None])
         if any(case.already_stored for case, _ in self.pending):
-            replay_keys |= _stored_replays(self.store, self.run_id)
+            replay_keys |= {i: key for i, (key, _) in _stored_replays(self.store, self.run_id).items()}
         rows = [self._row(case, replay_keys.get(case.case_index)) for case, _ in self.pending]
         with self.store.writer() as con:
             insert_rows(con, "sweep_case_results", rows)  # one statement: one transaction
