@@ -133,6 +133,7 @@ def run_sweep(
         StoreLockedError: another process is running this sweep on this store.
     """
     started = time.perf_counter()
+    candidate = prepare_candidate(spec)  # a bad harness fails here, before a run is opened
     with sweep_run_lock(store.path, spec.name):
         run_id, resumed = _open_run(store, spec, rerun, trigger, scheduled_for, spec_path)
         cases = _pending_cases(store, run_id)
@@ -148,7 +149,8 @@ def run_sweep(
                 sources[item.case_index] = item.source
                 yield item
 
-        for case in _execute(spec, remembered(_case_inputs(store, run_id, cases))):
+        inputs = remembered(_case_inputs(store, run_id, cases))
+        for case in _execute(spec, candidate, inputs, len(cases)):
             writer.add(case, sources.pop(case.case_index))
             result.processed += 1
             result.recovered += case.already_stored
@@ -330,14 +332,14 @@ def _compute_in_worker(case: CaseInput) -> CaseResult:
     return compute_case(_WORKER["spec"], _WORKER["candidate"], case)
 
 
-def _execute(spec: SweepSpec, cases: Iterator[CaseInput]) -> Iterator[CaseResult]:
+def _execute(spec: SweepSpec, candidate: Any, cases: Iterator[CaseInput], count: int
+             ) -> Iterator[CaseResult]:
     """Compute cases in this process (1 worker) or a process pool, yielding results as they end.
 
     At most :data:`FLUSH_CASES` (or ``2 * workers``) cases are in flight, so memory stays flat
     however many cases there are, yet the workers keep busy while this process commits a group.
     """
-    if spec.workers == 1:
-        candidate = prepare_candidate(spec)
+    if spec.workers == 1 or count <= 1:  # a process pool only pays off for several cases
         for case in cases:
             yield compute_case(spec, candidate, case)
         return
