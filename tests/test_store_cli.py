@@ -82,7 +82,9 @@ def test_mixed_good_and_bad_input(tmp_path):
         assert con.execute("SELECT raw_bytes FROM rejects WHERE line = 8").fetchone()[0] == (
             b'{"runId": "\xff\xfe"}\n'
         )
-        source = con.execute("SELECT status, record_count, rejected, sha256 FROM sources").fetchone()
+        source = con.execute(
+            "SELECT status, record_count, rejected, sha256 FROM sources"
+        ).fetchone()
     assert source[:3] == ("partial", 10, 7) and len(source[3]) == 64
     assert _count(db, "SELECT count(*) FROM runs") == 3
     for line in good:
@@ -165,8 +167,19 @@ def test_two_concurrent_writers_both_store_everything(tmp_path):
     db = tmp_path / "s.duckdb"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "recstore", "--db", str(db), "ingest", str(p),
-             "--batch-size", "50", "--lock-timeout", "300"],
+            [
+                sys.executable,
+                "-m",
+                "recstore",
+                "--db",
+                str(db),
+                "ingest",
+                str(p),
+                "--batch-size",
+                "50",
+                "--lock-timeout",
+                "300",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
@@ -230,3 +243,28 @@ def test_newer_store_is_refused_and_older_store_upgrades(tmp_path):
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
         applied = con.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]
     assert applied >= 2
+
+
+def test_verify_catches_tampering(tmp_path):
+    db = tmp_path / "s.duckdb"
+    Store(db).ingest(
+        [str(AIOC_FIXTURES / "handoff-allow.json"), str(AIOC_FIXTURES / "tool-allow.json")]
+    )
+    assert recstore(db, "verify").returncode == 0
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE visits SET agent = 'Mallory' WHERE visit_index = 1")
+    con.close()
+    proc = recstore(db, "verify")
+    assert proc.returncode == 1 and b"projection visits" in proc.stderr
+    assert recstore(db, "rebuild").returncode == 0
+    assert recstore(db, "verify").returncode == 0
+    con = duckdb.connect(str(db))
+    con.execute(
+        "UPDATE events SET payload = replace(payload, 'Finance', 'Fraud') "
+        "WHERE type = 'item_appended' AND stream_key = 'aioc:handoff-allow'"
+    )
+    con.close()
+    proc = recstore(db, "verify", "--json")
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1 and not report["ok"]
+    assert any("hash does not match" in p for p in report["problems"])
