@@ -1,10 +1,11 @@
 -- recstore schema 010: bulk comparison (recstore/compare/).
 --
 -- Two groups of tables:
---  * cmp_*_features: per stored revision (run_key, record_hash), the canonical-JSON hashes the
---    set-based engine compares. They are a cache derived from the records (rebuildable: delete
---    the rows and the next comparison recomputes them); hashes are sha256 of exactly the text
---    recstore.canonical.canonical_json produces, so equality here is aioc's equality.
+--  * cmp_*_features: per stored revision (run_key, record_hash), the keys the set-based engine
+--    compares. They are a cache derived from the records (rebuildable: delete the rows and the
+--    next comparison recomputes them). A *_key is the first 64 bits (signed) of the sha256 of
+--    exactly the text recstore.canonical.canonical_json produces, so equal keys mean aioc's
+--    equality (up to a 2^-64 chance per compared pair of distinct values).
 --  * cmp_comparisons / cmp_pairs / cmp_unpaired: every recorded comparison, its options,
 --    filters, pairing rule, the store's last event seq as a snapshot, and one row per pair.
 -- Public, queryable views: comparisons, comparison_pairs, comparison_unpaired.
@@ -18,14 +19,18 @@ CREATE TABLE IF NOT EXISTS cmp_run_features (
     record_hash        VARCHAR NOT NULL,      -- runs.record_hash of the revision it describes
     run_id             VARCHAR,
     status             VARCHAR,
-    response_hash      VARCHAR NOT NULL,      -- sha256 of canonical JSON of response
+    response_key       BIGINT NOT NULL,       -- key of the response string
     response_length    INTEGER NOT NULL,      -- UTF-16 code units, as aioc's metrics count
-    metadata_json      VARCHAR NOT NULL,      -- canonical JSON of metadata ?? {}
-    metadata_hash      VARCHAR NOT NULL,
+    metadata_key       BIGINT NOT NULL,       -- key of metadata ?? {}
     metadata_is_object BOOLEAN NOT NULL,
     tool_call_count    INTEGER NOT NULL,
     policy_count       INTEGER NOT NULL,
-    guardrail_count    INTEGER NOT NULL
+    guardrail_count    INTEGER NOT NULL,
+    -- keys of whole sequences: equal keys let a pair skip the positional comparison
+    calls_shape_key    BIGINT NOT NULL,       -- (name, argsHash, hasOutput) of every call
+    calls_full_key     BIGINT NOT NULL,       -- the same plus each output's key
+    policy_seq_key     BIGINT NOT NULL,       -- entry keys of policyDecisions, in order
+    guardrails_seq_key BIGINT NOT NULL        -- entry keys of guardrailDecisions, in order
 );
 
 -- One row per extracted tool call (aioc extractToolCalls order, orphans included).
@@ -33,9 +38,9 @@ CREATE TABLE IF NOT EXISTS cmp_call_features (
     feature_id  BIGINT NOT NULL,
     call_index  INTEGER NOT NULL,
     name        VARCHAR,
-    args_hash   VARCHAR NOT NULL,
+    args_key    BIGINT NOT NULL,              -- 64-bit prefix of aioc's argsHash
     has_output  BOOLEAN NOT NULL,
-    output_hash VARCHAR                       -- NULL without output; "[undefined]" when the key is absent
+    output_key  BIGINT                        -- NULL without output; "[undefined]" when the key is absent
 );
 
 -- One row per policy / guardrail decision entry (section = 'policy' | 'guardrails').
@@ -43,7 +48,7 @@ CREATE TABLE IF NOT EXISTS cmp_entry_features (
     feature_id    BIGINT NOT NULL,
     section       VARCHAR NOT NULL,
     entry_index   INTEGER NOT NULL,
-    entry_hash    VARCHAR NOT NULL,           -- sha256 of canonical JSON of the whole entry
+    entry_key     BIGINT NOT NULL,            -- key of the whole entry
     is_object     BOOLEAN NOT NULL,
     decision      VARCHAR,                    -- outcome fields, for the aggregate report
     reason        VARCHAR,
@@ -58,7 +63,7 @@ CREATE TABLE IF NOT EXISTS cmp_field_features (
     section     VARCHAR NOT NULL,
     entry_index INTEGER NOT NULL,
     field       VARCHAR NOT NULL,             -- the key as canonical JSON (a quoted string)
-    value_hash  VARCHAR NOT NULL
+    value_key   BIGINT NOT NULL
 );
 
 CREATE TABLE IF NOT EXISTS cmp_comparisons (

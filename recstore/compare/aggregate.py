@@ -1,6 +1,6 @@
 """What changed across all pairs of a comparison, computed in SQL over the engine's temp tables.
 
-:func:`classify` adds a pass/warn/fail ``classification`` to ``_cmp_result`` with a
+:func:`classify` adds a pass/warn/fail ``classification`` to ``_cmp_result`` (view ``_cmp_classified``) with a
 :class:`ClassificationRule`; the default is aioc's ``summarizeRunRegressionResults`` rule (without
 a judge): **fail** when the candidate run failed, else **warn** when the comparison is not equal,
 else **pass** (docs/aioc-runrecord.md §7.1). A configurable rule names the signals that fail or
@@ -92,10 +92,10 @@ DEFAULT_RULE = ClassificationRule()
 
 
 def classify(con: Any, rule: ClassificationRule = DEFAULT_RULE) -> None:
-    """Add the ``classification`` column to ``_cmp_result``."""
+    """``_cmp_classified``: ``_cmp_result`` plus its ``classification`` column (a view)."""
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE _cmp_result AS "
-        f"SELECT *, {rule.sql()} AS classification FROM _cmp_result ORDER BY pair_index"
+        "CREATE OR REPLACE TEMP VIEW _cmp_classified AS "
+        f"SELECT *, {rule.sql()} AS classification FROM _cmp_result"
     )
 
 
@@ -106,33 +106,37 @@ def _rows(con: Any, sql: str) -> list[dict]:
 
 
 def _tool_drift(con: Any) -> list[dict]:
+    """Per tool: calls on each side over all pairs; added, removed and changed-argument calls
+    from the pairs whose call sequences differ (the others contribute no drift)."""
     return _rows(
         con,
         """
-        WITH sides AS (
-            SELECT pair_index, name_a AS name, args_a AS args, 1 AS a, 0 AS b
-            FROM _cmp_call_pos WHERE in_a
-            UNION ALL
-            SELECT pair_index, name_b, args_b, 0, 1 FROM _cmp_call_pos WHERE in_b
+        WITH calls AS (
+            SELECT name, sum(a)::BIGINT AS calls_baseline, sum(b)::BIGINT AS calls_candidate
+            FROM (SELECT c.name, 1 AS a, 0 AS b
+                  FROM _cmp_pairs p JOIN cmp_call_features c ON c.feature_id = p.a_fid
+                  UNION ALL
+                  SELECT c.name, 0, 1
+                  FROM _cmp_pairs p JOIN cmp_call_features c ON c.feature_id = p.b_fid)
+            GROUP BY name
         ),
-        multiset AS (
-            SELECT pair_index, name, args, sum(a) AS l, sum(b) AS r FROM sides GROUP BY ALL
-        ),
-        per_tool AS (
-            SELECT name, sum(l)::BIGINT AS calls_baseline, sum(r)::BIGINT AS calls_candidate,
-                   sum(greatest(r - l, 0))::BIGINT AS added,
-                   sum(greatest(l - r, 0))::BIGINT AS removed
-            FROM multiset GROUP BY name
+        drift AS (
+            SELECT name, sum(greatest(calls_b - calls_a, 0))::BIGINT AS added,
+                   sum(greatest(calls_a - calls_b, 0))::BIGINT AS removed
+            FROM _cmp_multiset GROUP BY name
         ),
         changed AS (
             SELECT name_a AS name, count(*) AS changed_args FROM _cmp_call_pos
-            WHERE in_a AND in_b AND name_a IS NOT DISTINCT FROM name_b AND args_a <> args_b
+            WHERE args_diff AND NOT name_diff
             GROUP BY name_a
         )
-        SELECT coalesce(t.name, '') AS tool, t.calls_baseline, t.calls_candidate, t.added,
-               t.removed, coalesce(c.changed_args, 0)::BIGINT AS changed_args
-        FROM per_tool t LEFT JOIN changed c ON c.name IS NOT DISTINCT FROM t.name
-        ORDER BY t.added + t.removed + coalesce(c.changed_args, 0) DESC, tool
+        SELECT coalesce(t.name, '') AS tool, t.calls_baseline, t.calls_candidate,
+               coalesce(d.added, 0)::BIGINT AS added, coalesce(d.removed, 0)::BIGINT AS removed,
+               coalesce(c.changed_args, 0)::BIGINT AS changed_args
+        FROM calls t
+        LEFT JOIN drift d ON d.name IS NOT DISTINCT FROM t.name
+        LEFT JOIN changed c ON c.name IS NOT DISTINCT FROM t.name
+        ORDER BY added + removed + changed_args DESC, tool
         """,
     )
 
@@ -140,13 +144,13 @@ def _tool_drift(con: Any) -> list[dict]:
 def _divergence(con: Any, limit: int) -> dict:
     by_index = _rows(
         con,
-        "SELECT first_divergence_index AS index, count(*) AS pairs FROM _cmp_result "
+        "SELECT first_divergence_index AS index, count(*) AS pairs FROM _cmp_classified "
         "WHERE first_divergence_index IS NOT NULL GROUP BY ALL ORDER BY index",
     )
     by_tool = _rows(
         con,
         "SELECT first_divergence_tool_a AS baseline_tool, first_divergence_tool_b AS "
-        "candidate_tool, count(*) AS pairs FROM _cmp_result "
+        "candidate_tool, count(*) AS pairs FROM _cmp_classified "
         "WHERE first_divergence_index IS NOT NULL GROUP BY ALL "
         f"ORDER BY pairs DESC, baseline_tool NULLS FIRST, candidate_tool NULLS FIRST LIMIT {limit}",
     )
@@ -158,14 +162,20 @@ def _policy_changes(con: Any, limit: int) -> list[dict]:
     return _rows(
         con,
         f"""
-        SELECT resource_kind, resource_name,
-               decision_a AS baseline_decision, reason_a AS baseline_reason,
-               decision_b AS candidate_decision, reason_b AS candidate_reason,
+        SELECT coalesce(ea.resource_kind, eb.resource_kind) AS resource_kind,
+               coalesce(ea.resource_name, eb.resource_name) AS resource_name,
+               ea.decision AS baseline_decision, ea.reason AS baseline_reason,
+               eb.decision AS candidate_decision, eb.reason AS candidate_reason,
                count(*) AS changes
-        FROM _cmp_entry_pos
-        WHERE section = 'policy'
-          AND (NOT (in_a AND in_b) OR decision_a IS DISTINCT FROM decision_b
-               OR reason_a IS DISTINCT FROM reason_b)
+        FROM _cmp_entry_diff d
+        JOIN _cmp_pairs p USING (pair_index)
+        LEFT JOIN cmp_entry_features ea
+          ON ea.feature_id = p.a_fid AND ea.section = d.section AND ea.entry_index = d.entry_index
+        LEFT JOIN cmp_entry_features eb
+          ON eb.feature_id = p.b_fid AND eb.section = d.section AND eb.entry_index = d.entry_index
+        WHERE d.section = 'policy'
+          AND (NOT (d.in_a AND d.in_b) OR ea.decision IS DISTINCT FROM eb.decision
+               OR ea.reason IS DISTINCT FROM eb.reason)
         GROUP BY ALL
         ORDER BY changes DESC, resource_kind, resource_name, baseline_decision NULLS FIRST,
                  candidate_decision NULLS FIRST, baseline_reason NULLS FIRST,
@@ -176,7 +186,7 @@ def _policy_changes(con: Any, limit: int) -> list[dict]:
 
 
 def aggregate(con: Any, *, seed: int = 0, limit: int = 50) -> dict:
-    """The aggregate report of the classified ``_cmp_result`` (JSON-ready dict)."""
+    """The aggregate report of ``_cmp_classified`` (JSON-ready dict)."""
     flag_sql = ", ".join(f"count(*) FILTER (WHERE {col}) AS {col}" for col, _ in _FLAGS)
     totals = _rows(
         con,
@@ -187,14 +197,14 @@ def aggregate(con: Any, *, seed: int = 0, limit: int = 50) -> dict:
                count(*) FILTER (WHERE classification = 'fail') AS failed,
                count(*) FILTER (WHERE status_a = 'completed' AND status_b = 'failed') AS regressed,
                count(*) FILTER (WHERE status_a = 'failed' AND status_b = 'completed') AS fixed
-        FROM _cmp_result
+        FROM _cmp_classified
         """,
     )[0]
     pairs = totals["pairs"]
     flags = {name: {"equal": totals[col], "changed": pairs - totals[col]} for col, name in _FLAGS}
     status_flips = _rows(
         con,
-        "SELECT status_a AS baseline, status_b AS candidate, count(*) AS pairs FROM _cmp_result "
+        "SELECT status_a AS baseline, status_b AS candidate, count(*) AS pairs FROM _cmp_classified "
         "WHERE status_a IS DISTINCT FROM status_b GROUP BY ALL "
         "ORDER BY pairs DESC, baseline NULLS FIRST, candidate NULLS FIRST",
     )

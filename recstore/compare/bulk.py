@@ -332,7 +332,7 @@ def bulk_compare(
             "SELECT p.pair_index, p.pair_key, p.a_key AS baseline_run_key, "
             "p.b_key AS candidate_run_key, p.a_hash AS baseline_record_hash, "
             "p.b_hash AS candidate_record_hash, r.* EXCLUDE (pair_index) "
-            "FROM _cmp_pairs p JOIN _cmp_result r USING (pair_index) ORDER BY p.pair_index"
+            "FROM _cmp_pairs p JOIN _cmp_classified r USING (pair_index) ORDER BY p.pair_index"
         )
         comparison = Comparison(
             comparison_id=None,
@@ -365,10 +365,11 @@ def _drilldown(con: Any, limit: int) -> list[dict]:
             LIMIT {int(limit)}
         )
         SELECT c.pair_index,
-               list(name_a ORDER BY call_index) FILTER (WHERE in_a) AS baseline_tools,
-               list(name_b ORDER BY call_index) FILTER (WHERE in_b) AS candidate_tools
-        FROM chosen c LEFT JOIN _cmp_call_pos p USING (pair_index)
-        GROUP BY c.pair_index
+               (SELECT list(f.name ORDER BY f.call_index) FROM cmp_call_features f
+                WHERE f.feature_id = p.a_fid) AS baseline_tools,
+               (SELECT list(f.name ORDER BY f.call_index) FROM cmp_call_features f
+                WHERE f.feature_id = p.b_fid) AS candidate_tools
+        FROM chosen c JOIN _cmp_pairs p USING (pair_index)
         """
     )
     sequences = {row[0]: row[1:] for row in cursor.fetchall()}

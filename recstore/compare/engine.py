@@ -1,15 +1,19 @@
 """Set-based per-pair comparison: aioc ``compareRunRecords`` as DuckDB SQL over feature rows.
 
 Input is a temp table ``_cmp_pairs(pair_index, a_fid, b_fid)`` of feature ids
-(:mod:`recstore.compare.features`). :func:`compare_pairs` creates three temp tables:
+(:mod:`recstore.compare.features`). :func:`compare_pairs` creates these temp tables:
 
-* ``_cmp_call_pos`` — tool calls aligned by position (one row per index of either side);
-* ``_cmp_entry_pos`` — policy and guardrail entries aligned by position;
+* ``_cmp_pair_runs`` — each pair with both runs' run-level features;
+* ``_cmp_call_pos`` — tool calls aligned by position (one row per index of either side), for
+  the pairs whose call sequences differ;
+* ``_cmp_multiset`` — for those pairs, calls per (name, argsHash) on each side;
+* ``_cmp_entry_diff`` — the policy and guardrail positions that differ;
 * ``_cmp_result`` — one row per pair: the summary flags, metrics and ``difference_count`` that
   ``compare_records`` gives for the same pair (``equal`` is ``difference_count = 0``), plus the
   first divergence of the tool-call sequence and both run statuses.
 
-Every join is on hashes of canonical JSON, so equality is aioc's; there is no per-record Python.
+Every comparison is on keys of canonical JSON (:mod:`recstore.compare.features`), so equality is
+aioc's; there is no per-record Python.
 """
 
 from __future__ import annotations
@@ -58,30 +62,29 @@ def _field_list(fields: Iterable[str]) -> str:
 
 
 def _align_calls(con: Any, compare_outputs: bool) -> None:
-    con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE _cmp_call_pos AS
-        WITH a AS (SELECT p.pair_index, c.* FROM _cmp_pairs p
-                   JOIN cmp_call_features c ON c.feature_id = p.a_fid),
-             b AS (SELECT p.pair_index, c.* FROM _cmp_pairs p
-                   JOIN cmp_call_features c ON c.feature_id = p.b_fid)
-        SELECT coalesce(a.pair_index, b.pair_index) AS pair_index,
-               coalesce(a.call_index, b.call_index) AS call_index,
-               a.call_index IS NOT NULL AS in_a,
-               b.call_index IS NOT NULL AS in_b,
-               a.name AS name_a, b.name AS name_b,
-               a.args_hash AS args_a, b.args_hash AS args_b,
-               a.has_output AS has_output_a, b.has_output AS has_output_b,
-               a.output_hash AS output_a, b.output_hash AS output_b
-        FROM a FULL OUTER JOIN b
-          ON a.pair_index = b.pair_index AND a.call_index = b.call_index
-        """
-    )
-    # Derived per-position flags, in aioc's order of checks (§5 step 4).
+    """Tool calls of both sides by position, with aioc's per-position checks (§5 step 4)."""
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _cmp_call_pos AS
-        SELECT *,
+        WITH a AS (SELECT p.pair_index, c.call_index, c.name, c.args_key, c.has_output,
+                          c.output_key
+                   FROM _cmp_pair_runs p JOIN cmp_call_features c ON c.feature_id = p.a_fid
+                   WHERE p.calls_differ),
+             b AS (SELECT p.pair_index, c.call_index, c.name, c.args_key, c.has_output,
+                          c.output_key
+                   FROM _cmp_pair_runs p JOIN cmp_call_features c ON c.feature_id = p.b_fid
+                   WHERE p.calls_differ),
+             pos AS (
+                SELECT coalesce(a.pair_index, b.pair_index) AS pair_index,
+                       coalesce(a.call_index, b.call_index) AS call_index,
+                       a.call_index IS NOT NULL AS in_a, b.call_index IS NOT NULL AS in_b,
+                       a.name AS name_a, b.name AS name_b, a.args_key AS args_a,
+                       b.args_key AS args_b, a.has_output AS has_output_a,
+                       b.has_output AS has_output_b, a.output_key AS output_a,
+                       b.output_key AS output_b
+                FROM a FULL OUTER JOIN b
+                  ON a.pair_index = b.pair_index AND a.call_index = b.call_index)
+        SELECT pair_index, call_index, in_a, in_b, name_a, name_b, args_a, args_b,
                in_a AND in_b AND name_a IS DISTINCT FROM name_b AS name_diff,
                in_a AND in_b AND args_a <> args_b AS args_diff,
                in_a AND in_b AND has_output_a <> has_output_b AS has_output_diff,
@@ -89,7 +92,7 @@ def _align_calls(con: Any, compare_outputs: bool) -> None:
                    AND output_a <> output_b AS output_diff,
                NOT (in_a AND in_b) OR name_a IS DISTINCT FROM name_b OR args_a <> args_b
                    AS diverged
-        FROM _cmp_call_pos
+        FROM pos
         """
     )
 
@@ -98,8 +101,8 @@ def _fingerprints(section_fields: dict[str, frozenset[str]]) -> str:
     """SQL for entry fingerprints with ignored top-level fields left out.
 
     Two objects are canonically equal exactly when they have the same keys with canonically
-    equal values, so an md5 over the sorted (key, value hash) pairs that remain decides equality
-    of the entries minus the ignored fields. Non-object entries keep their whole-entry hash.
+    equal values, so a fingerprint of the sorted (key, value key) pairs that remain decides
+    equality of the entries minus the ignored fields. Non-object entries keep their entry key.
     """
     filters = " OR ".join(
         f"(section = '{section}' AND NOT list_contains({_field_list(fields)}, field))"
@@ -107,7 +110,7 @@ def _fingerprints(section_fields: dict[str, frozenset[str]]) -> str:
     )
     return f"""
         SELECT feature_id, section, entry_index,
-               md5(string_agg(field || ':' || value_hash, ',' ORDER BY field)) AS fp
+               hash(string_agg(field || ':' || value_key, ',' ORDER BY field)) AS fp
         FROM cmp_field_features
         WHERE feature_id IN (SELECT a_fid FROM _cmp_pairs UNION SELECT b_fid FROM _cmp_pairs)
           AND ({filters})
@@ -115,7 +118,21 @@ def _fingerprints(section_fields: dict[str, frozenset[str]]) -> str:
     """
 
 
+def _entry_detail_pairs(ignored: dict[str, frozenset[str]]) -> str:
+    """Pairs whose policy/guardrail entries need the positional comparison: the sequences
+    differ, or (with ignored fields, where sequence keys say nothing) either side has entries."""
+    parts = []
+    for section, count in (("policy", "policy_count"), ("guardrails", "guardrail_count")):
+        needs = f"{count}_a + {count}_b > 0" if section in ignored else f"{section}_differ"
+        parts.append(
+            f"SELECT pair_index, a_fid, b_fid, '{section}' AS section FROM _cmp_pair_runs "
+            f"WHERE {needs}"
+        )
+    return " UNION ALL ".join(parts)
+
+
 def _align_entries(con: Any, ignore: IgnoreSpec) -> None:
+    """Policy and guardrail positions that differ (missing on one side, or unequal)."""
     ignored = {
         s: f
         for s, f in (("policy", ignore.policy_fields), ("guardrails", ignore.guardrail_fields))
@@ -124,47 +141,84 @@ def _align_entries(con: Any, ignore: IgnoreSpec) -> None:
     if ignored:
         sections = ", ".join(f"'{s}'" for s in ignored)
         entries = f"""
-            SELECT e.*, CASE WHEN e.is_object AND e.section IN ({sections})
-                             THEN coalesce(f.fp, md5('')) ELSE e.entry_hash END AS fp
+            SELECT e.feature_id, e.section, e.entry_index,
+                   CASE WHEN e.is_object AND e.section IN ({sections})
+                        THEN coalesce(f.fp, hash('')) ELSE hash(e.entry_key) END AS fp
             FROM cmp_entry_features e
             LEFT JOIN ({_fingerprints(ignored)}) f USING (feature_id, section, entry_index)
         """
     else:
-        entries = "SELECT *, entry_hash AS fp FROM cmp_entry_features"
+        entries = "SELECT feature_id, section, entry_index, entry_key AS fp FROM cmp_entry_features"
     con.execute(
         f"""
-        CREATE OR REPLACE TEMP TABLE _cmp_entry_pos AS
+        CREATE OR REPLACE TEMP TABLE _cmp_entry_diff AS
         WITH e AS ({entries}),
-             a AS (SELECT p.pair_index, e.* FROM _cmp_pairs p JOIN e ON e.feature_id = p.a_fid),
-             b AS (SELECT p.pair_index, e.* FROM _cmp_pairs p JOIN e ON e.feature_id = p.b_fid)
+             detail AS ({_entry_detail_pairs(ignored)}),
+             a AS (SELECT p.pair_index, e.section, e.entry_index, e.fp
+                   FROM detail p JOIN e ON e.feature_id = p.a_fid AND e.section = p.section),
+             b AS (SELECT p.pair_index, e.section, e.entry_index, e.fp
+                   FROM detail p JOIN e ON e.feature_id = p.b_fid AND e.section = p.section)
         SELECT coalesce(a.pair_index, b.pair_index) AS pair_index,
                coalesce(a.section, b.section) AS section,
                coalesce(a.entry_index, b.entry_index) AS entry_index,
                a.entry_index IS NOT NULL AS in_a,
-               b.entry_index IS NOT NULL AS in_b,
-               a.entry_index IS NOT NULL AND b.entry_index IS NOT NULL AND a.fp <> b.fp
-                   AS mismatch,
-               a.decision AS decision_a, b.decision AS decision_b,
-               a.reason AS reason_a, b.reason AS reason_b,
-               coalesce(a.resource_kind, b.resource_kind) AS resource_kind,
-               coalesce(a.resource_name, b.resource_name) AS resource_name
+               b.entry_index IS NOT NULL AS in_b
         FROM a FULL OUTER JOIN b
           ON a.pair_index = b.pair_index AND a.section = b.section
          AND a.entry_index = b.entry_index
+        WHERE a.entry_index IS NULL OR b.entry_index IS NULL OR a.fp <> b.fp
         """
     )
 
 
-def _metadata_fingerprints(ignore: IgnoreSpec) -> str:
-    if not ignore.metadata_keys:
-        return "SELECT feature_id, metadata_hash AS fp FROM cmp_run_features"
+def _metadata_fingerprints(keys: frozenset[str]) -> str:
+    """Metadata minus the ignored top-level keys (non-object metadata keeps its key)."""
     return f"""
         SELECT r.feature_id,
-               CASE WHEN r.metadata_is_object THEN coalesce(f.fp, md5(''))
-                    ELSE r.metadata_hash END AS fp
+               CASE WHEN r.metadata_is_object THEN coalesce(f.fp, hash(''))
+                    ELSE hash(r.metadata_key) END AS fp
         FROM cmp_run_features r
-        LEFT JOIN ({_fingerprints({"metadata": ignore.metadata_keys})}) f USING (feature_id)
+        LEFT JOIN ({_fingerprints({"metadata": keys})}) f USING (feature_id)
+        WHERE r.feature_id IN (SELECT a_fid FROM _cmp_pairs UNION SELECT b_fid FROM _cmp_pairs)
     """
+
+
+def _multiset(con: Any) -> None:
+    """Per pair and (name, argsHash): calls on each side (aioc's multiset metrics, tool drift)."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _cmp_multiset AS
+        SELECT pair_index, name, args, sum(a)::INTEGER AS calls_a, sum(b)::INTEGER AS calls_b
+        FROM (SELECT pair_index, name_a AS name, args_a AS args, 1 AS a, 0 AS b
+              FROM _cmp_call_pos WHERE in_a
+              UNION ALL
+              SELECT pair_index, name_b, args_b, 0, 1 FROM _cmp_call_pos WHERE in_b)
+        GROUP BY pair_index, name, args
+        """
+    )
+
+
+def _pair_runs(con: Any) -> None:
+    """``_cmp_pair_runs``: each pair with both runs' run-level features side by side."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _cmp_pair_runs AS
+        SELECT p.pair_index, p.a_fid, p.b_fid,
+               ra.status AS status_a, rb.status AS status_b,
+               ra.response_length AS response_length_a, rb.response_length AS response_length_b,
+               ra.tool_call_count AS tool_calls_a, rb.tool_call_count AS tool_calls_b,
+               ra.policy_count AS policy_count_a, rb.policy_count AS policy_count_b,
+               ra.guardrail_count AS guardrail_count_a, rb.guardrail_count AS guardrail_count_b,
+               ra.response_key <> rb.response_key AS response_differs,
+               ra.metadata_key <> rb.metadata_key AS metadata_differs,
+               ra.calls_full_key <> rb.calls_full_key AS calls_differ,
+               ra.policy_seq_key <> rb.policy_seq_key AS policy_differ,
+               ra.guardrails_seq_key <> rb.guardrails_seq_key AS guardrails_differ
+        FROM _cmp_pairs p
+        JOIN cmp_run_features ra ON ra.feature_id = p.a_fid
+        JOIN cmp_run_features rb ON rb.feature_id = p.b_fid
+        """
+    )
 
 
 def compare_pairs(
@@ -178,6 +232,8 @@ def compare_pairs(
     ``sections`` is the resolved set of compared aioc sections (``resolve_sections``); sections in
     ``ignore.sections`` are dropped too. With an empty ``ignore`` the result equals
     ``compare_records``; otherwise it equals ``compare_records`` on ``strip_record`` copies.
+    Pairs whose whole tool-call (or policy, guardrail) sequences have equal keys skip the
+    positional comparison of that section: they have no differences there.
     """
     ignore = ignore or IgnoreSpec()
     on = {
@@ -185,11 +241,16 @@ def compare_pairs(
         for s in ("response", "toolCalls", "policy", "guardrails", "metadata")
     }
     on["response"] = on["response"] and response_match_mode == "exact"
+    _pair_runs(con)
     _align_calls(con, compare_outputs=not ignore.tool_output)
+    _multiset(con)
     _align_entries(con, ignore)
     calls, policy, guards, meta, resp = (
         _sql_bool(on[s]) for s in ("toolCalls", "policy", "guardrails", "metadata", "response")
     )
+    metadata_diff = "f.metadata_differs"
+    if ignore.metadata_keys:
+        metadata_diff = "ma.fp <> mb.fp"
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _cmp_result AS
@@ -200,35 +261,35 @@ def compare_pairs(
                    count(*) FILTER (WHERE args_diff) AS args_diffs,
                    count(*) FILTER (WHERE has_output_diff) AS has_output_diffs,
                    count(*) FILTER (WHERE output_diff) AS output_diffs,
-                   min(call_index) FILTER (WHERE diverged) AS first_divergence_index
+                   min(call_index) FILTER (WHERE diverged) AS first_divergence_index,
+                   arg_min_null(name_a, call_index) FILTER (WHERE diverged)
+                       AS first_divergence_tool_a,
+                   arg_min_null(name_b, call_index) FILTER (WHERE diverged)
+                       AS first_divergence_tool_b
             FROM _cmp_call_pos GROUP BY pair_index
         ),
         multiset AS (
-            SELECT pair_index, sum(least(l, r)) AS matched
-            FROM (SELECT pair_index, name, args, sum(in_a_n) AS l, sum(in_b_n) AS r
-                  FROM (SELECT pair_index, name_a AS name, args_a AS args, 1 AS in_a_n, 0 AS in_b_n
-                        FROM _cmp_call_pos WHERE in_a
-                        UNION ALL
-                        SELECT pair_index, name_b, args_b, 0, 1 FROM _cmp_call_pos WHERE in_b)
-                  GROUP BY pair_index, name, args)
-            GROUP BY pair_index
+            SELECT pair_index, sum(least(calls_a, calls_b)) AS matched
+            FROM _cmp_multiset GROUP BY pair_index
         ),
         entries AS (
             SELECT pair_index,
-                   count(*) FILTER (WHERE section = 'policy' AND (mismatch OR NOT (in_a AND in_b)))
-                       AS policy_diffs,
-                   count(*) FILTER (WHERE section = 'guardrails'
-                                    AND (mismatch OR NOT (in_a AND in_b))) AS guardrail_diffs
-            FROM _cmp_entry_pos GROUP BY pair_index
+                   count(*) FILTER (WHERE section = 'policy') AS policy_diffs,
+                   count(*) FILTER (WHERE section = 'guardrails') AS guardrail_diffs
+            FROM _cmp_entry_diff GROUP BY pair_index
         ),
-        meta AS ({_metadata_fingerprints(ignore)}),
+        {
+            "meta AS (" + _metadata_fingerprints(ignore.metadata_keys) + "),"
+            if ignore.metadata_keys
+            else ""
+        }
         flags AS (
-            SELECT p.pair_index,
-                   ra.response_length AS response_length_a, rb.response_length AS response_length_b,
-                   ra.tool_call_count AS tool_calls_a, rb.tool_call_count AS tool_calls_b,
-                   coalesce(ms.matched, 0)::INTEGER AS matched_tool_calls,
-                   {resp} AND ra.response_hash <> rb.response_hash AS response_diff,
-                   {calls} AND ra.tool_call_count <> rb.tool_call_count AS calls_length_diff,
+            SELECT f.pair_index, f.status_a, f.status_b,
+                   f.response_length_a, f.response_length_b, f.tool_calls_a, f.tool_calls_b,
+                   (CASE WHEN f.calls_differ THEN coalesce(ms.matched, 0) ELSE f.tool_calls_a END)
+                       ::INTEGER AS matched_tool_calls,
+                   {resp} AND f.response_differs AS response_diff,
+                   {calls} AND f.tool_calls_a <> f.tool_calls_b AS calls_length_diff,
                    {calls} AND coalesce(pos.missing_positions + pos.name_diffs + pos.args_diffs, 0)
                        > 0 AS calls_shape_diff,
                    CASE WHEN {calls} THEN coalesce(pos.missing_positions + pos.name_diffs
@@ -236,19 +297,21 @@ def compare_pairs(
                         ELSE 0 END AS call_position_diffs,
                    {calls} AND coalesce(pos.has_output_diffs + pos.output_diffs, 0) > 0
                        AS outputs_diff,
-                   {policy} AND ra.policy_count <> rb.policy_count AS policy_length_diff,
+                   {policy} AND f.policy_count_a <> f.policy_count_b AS policy_length_diff,
                    CASE WHEN {policy} THEN coalesce(en.policy_diffs, 0) ELSE 0 END AS policy_diffs,
-                   {guards} AND ra.guardrail_count <> rb.guardrail_count AS guardrail_length_diff,
+                   {guards} AND f.guardrail_count_a <> f.guardrail_count_b
+                       AS guardrail_length_diff,
                    CASE WHEN {guards} THEN coalesce(en.guardrail_diffs, 0) ELSE 0 END
                        AS guardrail_diffs,
-                   {meta} AND ma.fp <> mb.fp AS metadata_diff,
-                   pos.first_divergence_index,
-                   ra.status AS status_a, rb.status AS status_b
-            FROM _cmp_pairs p
-            JOIN cmp_run_features ra ON ra.feature_id = p.a_fid
-            JOIN cmp_run_features rb ON rb.feature_id = p.b_fid
-            JOIN meta ma ON ma.feature_id = p.a_fid
-            JOIN meta mb ON mb.feature_id = p.b_fid
+                   {meta} AND {metadata_diff} AS metadata_diff,
+                   pos.first_divergence_index, pos.first_divergence_tool_a,
+                   pos.first_divergence_tool_b
+            FROM _cmp_pair_runs f
+            {
+            "JOIN meta ma ON ma.feature_id = f.a_fid JOIN meta mb ON mb.feature_id = f.b_fid"
+            if ignore.metadata_keys
+            else ""
+        }
             LEFT JOIN pos USING (pair_index)
             LEFT JOIN multiset ms USING (pair_index)
             LEFT JOIN entries en USING (pair_index)
@@ -273,12 +336,9 @@ def compare_pairs(
                 + f.guardrail_length_diff::INTEGER + f.guardrail_diffs
                 + f.metadata_diff::INTEGER)::INTEGER AS difference_count,
                f.first_divergence_index::INTEGER AS first_divergence_index,
-               c.name_a AS first_divergence_tool_a,
-               c.name_b AS first_divergence_tool_b,
+               f.first_divergence_tool_a, f.first_divergence_tool_b,
                f.status_a, f.status_b
         FROM flags f
-        LEFT JOIN _cmp_call_pos c
-          ON c.pair_index = f.pair_index AND c.call_index = f.first_divergence_index
         ORDER BY f.pair_index
         """
     )

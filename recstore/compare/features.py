@@ -1,14 +1,16 @@
-"""Per-record comparison features: the canonical-JSON hashes the set-based engine joins on.
+"""Per-record comparison features: the canonical-JSON keys the set-based engine joins on.
 
 Each stored revision is reduced once to rows of the ``cmp_*_features`` tables
-(schema/010_compare.sql); comparisons then run as SQL over those rows. Every hash is sha256 of
-``recstore.canonical.canonical_json`` text, so two values hash equal exactly when aioc's
-``compareRunRecords`` sees them as equal.
+(schema/010_compare.sql); comparisons then run as SQL over those rows. Every ``*_key`` is the
+first 64 bits of the sha256 of ``recstore.canonical.canonical_json`` text (BIGINT, so the joins
+and comparisons are integer work): two values get equal keys exactly when aioc's
+``compareRunRecords`` sees them as equal, up to a 2**-64 chance per compared pair of distinct
+values. ``args_key`` is the same prefix of aioc's ``argsHash``.
 
 Example:
     >>> f = record_features({"response": "ok", "items": [], "policyDecisions": []})
-    >>> f.run["response_length"], f.run["tool_call_count"], f.run["metadata_json"]
-    (2, 0, '{}')
+    >>> f.run["response_length"], f.run["tool_call_count"], f.run["metadata_key"] == key_of({})
+    (2, 0, True)
 """
 
 from __future__ import annotations
@@ -20,15 +22,35 @@ from typing import Any
 
 import pyarrow as pa
 
-from recstore.canonical import canonical_json, sha256_canonical
+from recstore.canonical import canonical_json
+from recstore.formats.jsontext import canonical_json_fast
 from recstore.records import extract_tool_calls, utf16_length
-from recstore.records.toolcalls import output_canonical
+from recstore.records.toolcalls import UNDEFINED
 
-__all__ = ["RecordFeatures", "missing_revisions", "record_features", "store_features"]
+__all__ = ["RecordFeatures", "key_of", "missing_revisions", "record_features", "store_features"]
+
+_SIGN = 1 << 63
 
 
-def _hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def _text_key(text: str) -> int:
+    """Signed 64-bit prefix of sha256(text) (fits DuckDB BIGINT)."""
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big", signed=True)
+
+
+def _hex_key(hex_digest: str) -> int:
+    """The same 64-bit prefix of a sha256 already in hex (aioc's argsHash)."""
+    value = int(hex_digest[:16], 16)
+    return value - (1 << 64) if value >= _SIGN else value
+
+
+def key_of(value: Any) -> int:
+    """Comparison key of a JSON value: 64-bit prefix of sha256 of its canonical JSON."""
+    return _text_key(canonical_json_fast(value))
+
+
+def _output_key(call: dict) -> int:
+    """As ``records.toolcalls.output_canonical``: a missing output compares as "[undefined]"."""
+    return key_of(call["output"] if "output" in call else UNDEFINED)
 
 
 def _text(value: Any) -> str | None:
@@ -62,7 +84,7 @@ def _object_fields(section: str, index: int, value: Any, out: list[tuple]) -> No
     # aioc drops "__proto__" from canonical objects, so it never takes part in equality.
     for key, item in value.items():
         if key != "__proto__":
-            out.append((section, index, canonical_json(key), sha256_canonical(item)))
+            out.append((section, index, canonical_json(key), key_of(item)))
 
 
 def _entries(section: str, entries: list, out: RecordFeatures) -> None:
@@ -74,7 +96,7 @@ def _entries(section: str, entries: list, out: RecordFeatures) -> None:
             (
                 section,
                 index,
-                sha256_canonical(entry),
+                key_of(entry),
                 is_object,
                 _text(entry.get("decision")) if is_object else None,
                 _text(entry.get("reason")) if is_object else None,
@@ -89,7 +111,6 @@ def _entries(section: str, entries: list, out: RecordFeatures) -> None:
 def record_features(record: dict, *, run_key: str = "", record_hash: str = "") -> RecordFeatures:
     """Reduce one JSON-form RunRecord to its comparison features (pure; no I/O)."""
     metadata = _or_empty(record.get("metadata"), {})
-    metadata_json = canonical_json(metadata)
     policy = _or_empty(record.get("policyDecisions"), [])
     guardrails = _or_empty(record.get("guardrailDecisions"), [])
     calls = extract_tool_calls(record)
@@ -99,10 +120,9 @@ def record_features(record: dict, *, run_key: str = "", record_hash: str = "") -
             "record_hash": record_hash,
             "run_id": _text(record.get("runId")),
             "status": _text(record.get("status")),
-            "response_hash": sha256_canonical(record["response"]),
+            "response_key": key_of(record["response"]),
             "response_length": utf16_length(record["response"]),
-            "metadata_json": metadata_json,
-            "metadata_hash": _hash(metadata_json),
+            "metadata_key": key_of(metadata),
             "metadata_is_object": isinstance(metadata, dict),
             "tool_call_count": len(calls),
             "policy_count": len(policy),
@@ -114,15 +134,21 @@ def record_features(record: dict, *, run_key: str = "", record_hash: str = "") -
             (
                 index,
                 _text(call["name"]),
-                call["argsHash"],
+                _hex_key(call["argsHash"]),
                 call["hasOutput"],
-                _hash(output_canonical(call)) if call["hasOutput"] else None,
+                _output_key(call) if call["hasOutput"] else None,
             )
         )
     _entries("policy", policy, out)
     _entries("guardrails", guardrails, out)
     if isinstance(metadata, dict):
         _object_fields("metadata", 0, metadata, out.fields)
+    # Whole-sequence keys: pairs whose sequences are equal skip the positional joins.
+    out.run["calls_shape_key"] = _text_key(repr([row[1:4] for row in out.calls]))
+    out.run["calls_full_key"] = _text_key(repr([row[1:5] for row in out.calls]))
+    for section in ("policy", "guardrails"):
+        entry_keys = [row[2] for row in out.entries if row[0] == section]
+        out.run[f"{section}_seq_key"] = _text_key(repr(entry_keys))
     return out
 
 
@@ -132,28 +158,31 @@ _RUN_COLUMNS = [
     "record_hash",
     "run_id",
     "status",
-    "response_hash",
+    "response_key",
     "response_length",
-    "metadata_json",
-    "metadata_hash",
+    "metadata_key",
     "metadata_is_object",
     "tool_call_count",
     "policy_count",
     "guardrail_count",
+    "calls_shape_key",
+    "calls_full_key",
+    "policy_seq_key",
+    "guardrails_seq_key",
 ]
-_CALL_COLUMNS = ["feature_id", "call_index", "name", "args_hash", "has_output", "output_hash"]
+_CALL_COLUMNS = ["feature_id", "call_index", "name", "args_key", "has_output", "output_key"]
 _ENTRY_COLUMNS = [
     "feature_id",
     "section",
     "entry_index",
-    "entry_hash",
+    "entry_key",
     "is_object",
     "decision",
     "reason",
     "resource_kind",
     "resource_name",
 ]
-_FIELD_COLUMNS = ["feature_id", "section", "entry_index", "field", "value_hash"]
+_FIELD_COLUMNS = ["feature_id", "section", "entry_index", "field", "value_key"]
 
 
 def _append(con: Any, table: str, columns: list[str], rows: list[tuple]) -> None:
