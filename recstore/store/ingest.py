@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 DEFAULT_BATCH_SIZE = 2000
+# IngestSummary.rejects lists at most this many (memory stays flat on a file of bad lines).
+SUMMARY_REJECTS = 100
 _SEP = "\x1f"
 
 
@@ -102,7 +104,7 @@ class IngestSummary:
     batches: int = 0
     seconds: float = 0.0
     run_keys: list[str] = field(default_factory=list)
-    rejects: list[dict] = field(default_factory=list)  # {source, line, reason}
+    rejects: list[dict] = field(default_factory=list)  # first SUMMARY_REJECTS: {where, reason, ...}
 
     @property
     def exit_code(self) -> int:
@@ -297,6 +299,8 @@ class BatchWriter:
         )
         self._next_reject += 1
         self.summary.rejected += 1
+        if len(self.summary.rejects) >= SUMMARY_REJECTS:  # the rejects table keeps them all
+            return "rejected"
         where = f"{raw.source_uri}:{raw.line}" if raw.line is not None else raw.source_uri
         self.summary.rejects.append(
             {
