@@ -22,7 +22,7 @@ from recstore.sweep.schedule import (
     next_slot,
     slots_between,
 )
-from recstore.sweep.spec import ScheduleSpec, parse_spec
+from recstore.sweep.spec import ScheduleSpec, load_spec, parse_spec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -233,3 +233,35 @@ def test_cli_schedule_refuses_a_second_scheduler_naming_the_holder(tmp_path):
     cron = subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), "sweep", "cron", str(spec)],
                           capture_output=True, text=True, timeout=60)
     assert cron.returncode == 0 and cron.stdout.splitlines()[2].startswith("0 3 * * * cd ")
+
+
+def test_scheduled_fires_are_ordinary_sweep_runs_and_missed_slots_come_from_the_store(tmp_path):
+    from recstore.store import Store
+    from recstore.sweep.report import sweep_status
+    from recstore.sweep.schedule import store_scheduler
+    from recstore.synth import generate_corpus
+
+    store = Store(tmp_path / "s.duckdb")
+    store.ingest_records(list(generate_corpus(6, seed=4)), source_uri="synth")
+    spec = tmp_path / "hourly.toml"
+    spec.write_text('name = "hourly"\n[select]\nquery = "status = \'completed\' or status = \'failed\'"\n'
+                    '[candidate]\nfrom_source = true\n[schedule]\ncron = "0 * * * *"\n', encoding="utf-8")
+    sweeps = [ScheduledSweep(load_spec(spec), spec)]
+    clock = FakeClock(utc(2026, 1, 1, 0, 30))
+    events = []
+    store_scheduler(store, sweeps, clock=clock, sleep=clock.sleep, on_event=events.append).run(max_fires=2)
+    runs = sweep_status(store, "hourly")
+    assert [(r["trigger"], r["scheduled_for"], r["status"]) for r in runs] == [
+        ("schedule", "2026-01-01T01:00:00", "finished"),
+        ("schedule", "2026-01-01T02:00:00", "finished"),
+    ]
+    assert all(r["case_count"] == 6 for r in runs)
+    assert [e.kind for e in events if e.kind in ("fired", "error")] == ["fired", "fired"]
+
+    # the scheduler was down from 02:00 to 06:30: the store says which slots it missed
+    later = FakeClock(utc(2026, 1, 1, 6, 30))
+    events.clear()
+    store_scheduler(store, sweeps, clock=later, sleep=later.sleep, on_event=events.append).run(max_fires=0)
+    [missed] = [e for e in events if e.kind == "missed"]
+    assert [m.astimezone(UTC).hour for m in missed.missed] == [3, 4, 5, 6]
+    assert len(sweep_status(store, "hourly")) == 2  # reported, not run

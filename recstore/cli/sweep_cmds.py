@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -109,28 +108,13 @@ def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: in
       recstore --db runs.duckdb sweep schedule nightly.toml
     """
     from recstore.sweep.locks import scheduler_lock
-    from recstore.sweep.runner import run_sweep
-    from recstore.sweep.schedule import ScheduledSweep, Scheduler
+    from recstore.sweep.schedule import ScheduledSweep, store_scheduler
     from recstore.sweep.spec import load_spec
 
     sweeps = [ScheduledSweep(load_spec(p), Path(p).resolve()) for p in spec_paths]
     store = _store(ctx)
-
-    def fire(sweep_: ScheduledSweep, slot: datetime) -> str:
-        spec = load_spec(sweep_.path)  # pick up edits made while the scheduler runs
-        result = run_sweep(store, spec, trigger="schedule", scheduled_for=slot, spec_path=sweep_.path)
-        return result.summary_line()
-
-    def last_fired(name: str) -> datetime | None:
-        if not store.path.exists():
-            return None
-        with store.reader() as con:
-            row = con.execute("SELECT max(scheduled_for) FROM sweep_runs WHERE sweep_name = ? "
-                              "AND trigger = 'schedule'", [name]).fetchone()
-        return row[0].replace(tzinfo=UTC) if row and row[0] else None
-
-    scheduler = Scheduler(sweeps, fire, last_fired=last_fired,
-                          on_event=lambda event: click.echo(event.line(), err=event.kind == "error"))
+    scheduler = store_scheduler(store, sweeps, on_event=lambda event: click.echo(
+        event.line(), err=event.kind == "error"))
     with scheduler_lock(store.path):
         click.echo(f"scheduling {len(sweeps)} sweep(s) on {store.path} (PID lock {store.path}.sweep.lock)")
         scheduler.run(max_fires=max_runs)

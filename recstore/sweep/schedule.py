@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from croniter import croniter
 
@@ -185,6 +185,30 @@ class Scheduler:
               missed: tuple[datetime, ...] = (), message: str = "") -> None:
         text = message.replace("{slot}", _fmt(slot)) if slot is not None else message
         self.on_event(ScheduleEvent(kind, sweep.spec.name, self.clock.now(), slot, missed, text))
+
+
+def store_scheduler(store: Any, sweeps: Sequence[ScheduledSweep], **options: Any) -> Scheduler:
+    """A :class:`Scheduler` whose fires are ordinary sweep runs on ``store`` (``trigger =
+    'schedule'``, ``scheduled_for`` = the slot) and which knows each sweep's last scheduled slot
+    from the store. The spec file is re-read at every slot, so edits apply without a restart.
+    ``options`` are the scheduler's (``clock``, ``sleep``, ``on_event``)."""
+    from recstore.sweep.runner import run_sweep
+    from recstore.sweep.spec import load_spec
+
+    def fire(sweep: ScheduledSweep, slot: datetime) -> str:
+        spec = load_spec(sweep.path) if sweep.path.exists() else sweep.spec
+        return run_sweep(store, spec, trigger="schedule", scheduled_for=slot,
+                         spec_path=sweep.path).summary_line()
+
+    def last_fired(name: str) -> datetime | None:
+        if not store.path.exists():
+            return None
+        with store.reader() as con:
+            row = con.execute("SELECT max(scheduled_for) FROM sweep_runs WHERE sweep_name = ? "
+                              "AND trigger = 'schedule'", [name]).fetchone()
+        return row[0].replace(tzinfo=UTC) if row and row[0] else None
+
+    return Scheduler(sweeps, fire, last_fired=last_fired, **options)
 
 
 def _fmt(moment: datetime) -> str:
