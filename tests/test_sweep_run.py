@@ -239,3 +239,41 @@ def test_cli_run_status_report_and_exit_codes(store, spec_path, tmp_path):
         out = cli(store.path, *args)
         assert out.returncode == 2 and "Traceback" not in out.stderr
         assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith("recstore: error:")
+
+
+REPLAYER = '''
+import json, sys, uuid
+request = json.load(sys.stdin)
+assert request["protocol"] == "recstore-replayer/1" and request["mode"] == "strict"
+record = request["source"]["record"]
+for item in record["items"]:
+    if item.get("type") == "tool_call_item" and item.get("name") == sys.argv[1]:
+        item["arguments"] = {**item["arguments"], "currency": "EUR"}
+record["runId"] = sys.argv[2] + str(uuid.uuid4())
+print(json.dumps(record))
+'''
+
+
+def test_external_replayer_that_changes_one_tools_arguments(store, spec_path, corpus, tmp_path):
+    script = tmp_path / "replayer.py"
+    script.write_text(REPLAYER, encoding="utf-8")
+    text = sampled(spec_path, 30).read_text(encoding="utf-8")
+    text = text.split("[candidate]")[0] + (
+        f'[candidate]\ncommand = ["{sys.executable}", "{script}", "{CHANGED_TOOL}", "ext-"]\n'
+        + "[compare]" + text.split("[compare]")[1])
+    spec_path.write_text(text, encoding="utf-8")
+    result = run_sweep(store, load_spec(spec_path))
+    rows = query(store, "SELECT source_run_key, status, drift FROM sweep_cases WHERE sweep_run_id = ?",
+                 [result.sweep_run_id])
+    by_key = {f"aioc:{r['runId']}": r for r in corpus}
+    # the script rewrites every recorded call of the tool, executed or not
+    calls_tool = {k for k, _, _ in rows if any(
+        i.get("type") == "tool_call_item" and i.get("name") == CHANGED_TOOL for i in by_key[k]["items"])}
+    assert {k for k, s, _ in rows if s == "fail"} == calls_tool
+    assert all(json.loads(drift)[CHANGED_TOOL]["changed_args"] >= 1
+               for _, status, drift in rows if status == "fail")
+    # an external replayer answering with the source's own runId is refused, not stored
+    script.write_text(REPLAYER.replace('sys.argv[2] + str(uuid.uuid4())', 'record["runId"]'), encoding="utf-8")
+    before = query(store, "SELECT count(*) FROM runs")[0][0]
+    again = run_sweep(store, load_spec(spec_path), rerun=True)
+    assert again.counts["fail"] == 30 and query(store, "SELECT count(*) FROM runs")[0][0] == before
