@@ -9,6 +9,7 @@ report must name the tool.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,11 +41,19 @@ def corpus() -> list[dict]:
     return list(generate_corpus(CASES, seed=11))
 
 
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory, corpus) -> Path:
+    """One store with the corpus, ingested once; each test sweeps its own copy."""
+    path = tmp_path_factory.mktemp("corpus") / "corpus.duckdb"
+    Store(path).ingest_records(corpus, source_uri="synth")
+    return path
+
+
 @pytest.fixture
-def store(tmp_path, corpus) -> Store:
-    s = Store(tmp_path / "sweep.duckdb")
-    s.ingest_records(corpus, source_uri="synth")
-    return s
+def store(tmp_path, ingested) -> Store:
+    path = tmp_path / "sweep.duckdb"
+    shutil.copy2(ingested, path)
+    return Store(path)
 
 
 @pytest.fixture
