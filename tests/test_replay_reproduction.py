@@ -92,3 +92,14 @@ def test_one_thousand_generated_records_reproduce():
 def test_property_generated_records_reproduce(seed, size):
     for source in generate_corpus(size, seed=seed):
         reproduce(source)
+
+
+@pytest.mark.parametrize("name", ["tool-allow", "v-approval-and-soft-deny", "v-failed-deny-throw",
+                                  "v-guardrail-triggered", "v-thread-continuation", "compare-v1"])
+def test_records_without_request_fingerprints_reproduce(name):
+    # Hand-written and converted records may carry no fingerprints: the recorded provider then
+    # takes one request per run of emitted tool calls, plus the final answer.
+    source = json.loads((AIOC_FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+    source.setdefault("inputItemCount", source["requestFingerprints"][0]["messageCount"])
+    source["requestFingerprints"], source["promptSnapshots"] = [], []
+    reproduce(source)

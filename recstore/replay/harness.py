@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from recstore.canonical import sha256_canonical
 from recstore.errors import InputError
 from recstore.records import analyze
+from recstore.replay.providers import RecordedRequest, recorded_requests
 from recstore.replay.tape import AIOC, REPRODUCE, TapeRules
 from recstore.runtime import (
     DEFAULT_TOOL_PARAMETERS,
@@ -559,10 +560,10 @@ def _recorded_rule(decision: dict, call: dict) -> dict:
     return rule
 
 
-def _inferred_rule(join: Any) -> dict | None:
+def _inferred_rule(join: Any, turn: Any) -> dict:
     """A rule for a call that has an output but no recorded decision (records before decisions)."""
     status, code = join.envelope_status, join.envelope_code
-    rule: dict = {"turn": join.request_turn, "call_id": join.call.get("callId"), "label": "inferred"}
+    rule: dict = {"turn": turn, "call_id": join.call.get("callId"), "label": "inferred"}
     if status in ("denied", "approval_required"):
         decision = "deny" if status == "denied" else "require_approval"
         rule.update(decision=decision, reason=code or "recorded", result_mode="tool_result")
@@ -572,6 +573,7 @@ def _inferred_rule(join: Any) -> dict | None:
 
 
 def _max_turns(source: dict, request_count: int) -> int:
+    """The source's own limit when it ran out of turns, else room for every recorded request."""
     if source.get("errorName") == "MaxTurnsExceededError":
         match = re.search(r"(\d+)\s*$", source.get("errorMessage") or "")
         if match:
@@ -592,7 +594,10 @@ def harness_from_source(source: dict) -> Harness:
     entry = analysis.initial_agent if isinstance(analysis.initial_agent, str) else str(source.get("agentName") or "agent")
     agent(entry)
     snapshots = {s.get("turn"): s for s in source.get("promptSnapshots") or [] if isinstance(s, dict)}
-    for req in analysis.requests:
+    reqs = recorded_requests(source)
+    request_of_item: dict[int, RecordedRequest] = {}
+    for req in reqs:
+        request_of_item.update(dict.fromkeys(range(req.start, req.end), req))
         spec = agent(req.agent)
         snapshot = snapshots.get(req.turn) or {}
         if "model" not in spec and isinstance(req.model, str):
@@ -605,10 +610,11 @@ def harness_from_source(source: dict) -> Harness:
     tools: dict[str, dict] = {}
     rules: list[dict] = []
     for join in analysis.tool_calls:
-        if join.in_input or join.request_index is None:
+        req = request_of_item.get(join.call_item_index) if join.call_item_index is not None else None
+        if join.in_input or req is None:
             continue
         name = join.call.get("name")
-        owner = agent(analysis.requests[join.request_index].agent)
+        owner = agent(req.agent)
         known = join.policy_decision_index is not None or join.call["hasOutput"]
         if join.is_handoff and join.handoff_target is not None:
             target = str(join.handoff_target)
@@ -623,7 +629,7 @@ def harness_from_source(source: dict) -> Harness:
         if join.policy_decision_index is not None:
             rules.append(_recorded_rule(decisions[join.policy_decision_index], join.call))
         elif join.call["hasOutput"]:
-            rules.append(_inferred_rule(join))
+            rules.append(_inferred_rule(join, req.turn))
 
     guardrails: dict[str, dict] = {}
     for decision in source.get("guardrailDecisions") or []:
@@ -644,7 +650,7 @@ def harness_from_source(source: dict) -> Harness:
         "metadata": {"name": f"from-source:{source.get('runId')}", "source": RECORDED},
         "runtime": {
             "entry_agent": entry,
-            "max_turns": _max_turns(source, len(analysis.requests)),
+            "max_turns": _max_turns(source, len(reqs) + 1),
             "include_prompt_text": any("promptText" in s for s in snapshots.values()),
         },
         "agents": {name: {"name": name, **spec} for name, spec in agents.items()},

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recstore.errors import InputError
+from recstore.records import input_scope
 from recstore.records import requests as record_requests
 from recstore.runtime.errors import AgentRunError
 from recstore.runtime.provider import ModelRequest, ModelResponse, ProviderToolCall
@@ -33,6 +34,8 @@ __all__ = [
     "OpenAISettings",
     "ProviderError",
     "RecordedProvider",
+    "RecordedRequest",
+    "recorded_requests",
     "recorded_turns",
 ]
 
@@ -90,18 +93,53 @@ def _interval_response(interval: list) -> ModelResponse:
     return ModelResponse(text=text, tool_calls=calls)
 
 
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One model request of a source run: its turn, agent, model and output item interval."""
+
+    turn: Any
+    agent: Any
+    model: Any
+    start: int
+    end: int
+
+
+def recorded_requests(source: dict) -> list[RecordedRequest]:
+    """The source's model requests with their output intervals (§8.2).
+
+    A record without request fingerprints (hand-written or converted) gets one request per run
+    of emitted tool calls — the assistant text that closes a run opens the next request — and a
+    last one for the rest; without an input scope nothing counts as emitted.
+    """
+    reqs = record_requests(source)
+    if reqs:
+        return [RecordedRequest(r.turn, r.agent, r.model, r.output_start, r.output_end) for r in reqs]
+    items = source.get("items") or []
+    scope = input_scope(source).count
+    start = len(items) if scope is None else scope
+    agent, model = source.get("agentName"), source.get("model")
+    out: list[RecordedRequest] = []
+    has_calls = False
+    for index in range(start, len(items)):
+        item = items[index] if isinstance(items[index], dict) else {}
+        if item.get("type") == "tool_call_item":
+            has_calls = True
+        elif has_calls and item.get("type") == "message" and item.get("role") == "assistant":
+            out.append(RecordedRequest(len(out) + 1, agent, model, start, index))
+            start, has_calls = index, False
+    out.append(RecordedRequest(len(out) + 1, agent, model, start, len(items)))
+    return out
+
+
 def recorded_turns(source: dict) -> list[ModelResponse | RecordedProviderError]:
     """The model turns of a source record, one per request (see :class:`RecordedProvider`)."""
     items = source.get("items") or []
     completed = source.get("status") == "completed"
-    reqs = record_requests(source)
-    if not reqs:
-        # A record without requests (hand-written, "reported") still has a final answer.
-        return [ModelResponse(text=source.get("response") or "")]
+    reqs = recorded_requests(source)
     turns: list[ModelResponse | RecordedProviderError] = []
     for position, req in enumerate(reqs):
         last = position == len(reqs) - 1
-        turn = _interval_response(items[req.output_start : req.output_end])
+        turn = _interval_response(items[req.start : req.end])
         if last and completed and not turn.tool_calls:
             # `response` is the run's final text even when the message item was edited away.
             turn = ModelResponse(text=source.get("response") or "")
@@ -112,6 +150,9 @@ def recorded_turns(source: dict) -> list[ModelResponse | RecordedProviderError]:
                 continue
             turn = ModelResponse(text="")  # a guardrail trip: the checked text was not recorded
         turns.append(turn)
+    if completed and turns and isinstance(turns[-1], ModelResponse) and turns[-1].tool_calls:
+        # Synthesized requests of a completed run: the final answer is one more request.
+        turns.append(ModelResponse(text=source.get("response") or ""))
     return turns
 
 
