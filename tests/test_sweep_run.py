@@ -286,3 +286,31 @@ def test_external_replayer_that_changes_one_tools_arguments(store, spec_path, co
     before = query(store, "SELECT count(*) FROM runs")[0][0]
     again = run_sweep(store, load_spec(spec_path), rerun=True)
     assert again.counts["fail"] == 30 and query(store, "SELECT count(*) FROM runs")[0][0] == before
+
+
+def test_resumed_run_replays_the_revisions_it_selected(store, spec_path, corpus, monkeypatch):
+    spec = load_spec(sampled(spec_path, 12))
+    monkeypatch.setattr(runner_module, "FLUSH_CASES", 4)
+    monkeypatch.setattr(runner_module, "FLUSH_SECONDS", 3600.0)
+
+    def stop(done, total):
+        if done >= 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(store, spec, progress=stop)
+    [(run_id,)] = query(store, "SELECT sweep_run_id FROM sweep_runs")
+    pending = query(store, "SELECT source_run_key FROM sweep_cases WHERE sweep_run_id = ? "
+                           "AND status = 'pending' ORDER BY case_index", [run_id])
+    key = pending[0][0]
+    original = next(r for r in corpus if f"aioc:{r['runId']}" == key)
+    store.ingest_records([original | {"response": "a later revision of this run"}], source_uri="edit")
+    assert query(store, "SELECT revision FROM runs WHERE run_key = ?", [key]) == [(2,)]
+
+    run_sweep(store, spec)
+    [(source_revision, status)] = query(
+        store, "SELECT r.source_revision, c.status FROM sweep_cases c JOIN replays r "
+               "ON r.replay_run_key = c.replay_run_key WHERE c.sweep_run_id = ? AND c.source_run_key = ?",
+        [run_id, key])
+    assert source_revision == 1  # the frozen revision, not the one ingested meanwhile
+    assert status == ("fail" if executes(original, CHANGED_TOOL) else "pass")

@@ -1,10 +1,10 @@
 """Running a sweep: select cases, replay each against the candidate, compare, classify, record.
 
 :func:`run_sweep` is resumable. A sweep run first freezes its selection (the source runs, with
-revision and record hash) in ``sweep_selection``; finished cases are committed as they finish
-(``sweep_case_results``), so a run that is interrupted — even by SIGKILL — loses only the cases
-in flight. Running the same spec again continues the unfinished run with the cases that have no
-result yet; ``rerun=True`` supersedes it and starts a fresh run.
+revision and record hash) in ``sweep_selection``; finished cases are committed shortly after they
+finish (``sweep_case_results``), so a run that is interrupted — even by SIGKILL — loses only the
+cases in flight. Running the same spec again continues the unfinished run with the cases that
+have no result yet; ``rerun=True`` supersedes it and starts a fresh run.
 
 *Exactly one stored replay per case.* The parent process is the single writer; workers are
 processes that only compute (replay, compare, classify, judge). Finished cases are written in
@@ -262,10 +262,12 @@ def _revisions(store: Any, keys: Sequence[str], include_replays: bool) -> dict[s
     return {key: (rev, h) for key, rev, h, is_replay in rows if include_replays or not is_replay}
 
 
-def _pending_cases(store: Any, run_id: int) -> list[tuple[int, str, int | None]]:
+def _pending_cases(store: Any, run_id: int) -> list[tuple[int, str, int | None, str | None]]:
+    """``(case_index, run_key, revision, record_hash)`` of the cases without a result."""
     with store.reader() as con:
         return con.execute(
-            "SELECT s.case_index, s.source_run_key, s.source_revision FROM sweep_selection s "
+            "SELECT s.case_index, s.source_run_key, s.source_revision, s.source_record_hash "
+            "FROM sweep_selection s "
             "WHERE s.sweep_run_id = ? AND NOT EXISTS (SELECT 1 FROM sweep_case_results c "
             "WHERE c.sweep_run_id = s.sweep_run_id AND c.case_index = s.case_index) "
             "ORDER BY s.case_index",
@@ -286,22 +288,23 @@ def _case_count(store: Any, run_id: int) -> int:
 READ_CHUNK = 100
 
 
-def _case_inputs(store: Any, run_id: int, cases: list[tuple[int, str, int | None]]) -> Iterator[CaseInput]:
+def _case_inputs(store: Any, run_id: int, cases: list[tuple[int, str, int | None, str | None]]
+                 ) -> Iterator[CaseInput]:
     """Each pending case with its source run at the frozen revision, plus any stored replay."""
     from recstore.replay.lineage import SourceRun, load_sources
 
     stored = _stored_replays(store, run_id)
     for start in range(0, len(cases), READ_CHUNK):
         chunk = cases[start:start + READ_CHUNK]
-        sources = load_sources(store, [key for _, key, _ in chunk])
-        recovered = [stored[i][0] for i, _, _ in chunk if i in stored]
+        sources = load_sources(store, [key for _, key, _, _ in chunk])
+        recovered = [stored[i][0] for i, *_ in chunk if i in stored]
         replays = {s.run_key: s.record for s in load_sources(store, recovered)} if recovered else {}
-        for (case_index, _, revision), source in zip(chunk, sources, strict=True):
+        for (case_index, _, revision, record_hash), source in zip(chunk, sources, strict=True):
             if revision is not None and source.revision != revision:
                 # The source got a new revision after the sweep run froze its selection: replay
                 # the revision the run selected, so a resumed run stays what it started as.
                 record = store.get_record(source.run_key, revision=revision)
-                source = SourceRun(source.run_key, revision, None, source.source_uri, record)
+                source = SourceRun(source.run_key, revision, record_hash, source.source_uri, record)
             replay_key, detail = stored.get(case_index, (None, None))
             yield CaseInput(case_index, source, replays.get(replay_key), detail)
 
