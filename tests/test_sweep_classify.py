@@ -157,3 +157,33 @@ def test_run_judge_command_reads_the_case_on_stdin(tmp_path):
         run_judge(slow, {})
     with pytest.raises(JudgeError, match="not found"):
         run_judge(JudgeSpec(command=["/nonexistent/judge"]), {})
+
+
+def _record(calls: list[tuple[str, int]]) -> dict:
+    items = []
+    for i, (name, arg) in enumerate(calls):
+        items.append({"type": "tool_call_item", "callId": f"c{i}", "name": name, "arguments": {"x": arg}})
+        items.append({"type": "tool_call_output_item", "callId": f"c{i}", "output": "ok"})
+    return {"runId": "r", "status": "completed", "response": "", "items": items, "policyDecisions": []}
+
+
+calls_strategy = st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 2)), max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(before=calls_strategy, after=calls_strategy)
+def test_tool_drift_is_the_per_tool_multiset_difference(before, after):
+    from collections import Counter
+
+    drift = tool_drift(_record(before), _record(after))
+    for tool in {"a", "b", "c"}:
+        a = Counter(arg for name, arg in before if name == tool)
+        b = Counter(arg for name, arg in after if name == tool)
+        if a == b:
+            assert tool not in drift
+            continue
+        d = drift[tool]
+        assert (d["removed"], d["added"]) == (sum((a - b).values()), sum((b - a).values()))
+        assert (d["source_calls"], d["replay_calls"]) == (sum(a.values()), sum(b.values()))
+        assert d["changed_args"] == min(d["added"], d["removed"]) and d["unrecorded"] == 0
+    assert tool_drift(_record(after), _record(after)) == {}
