@@ -34,7 +34,7 @@ class _Progress:
             return
         if self.bar is None:
             self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr,
-                                         show_pos=True, show_eta=True)
+                                         show_pos=True, show_eta=False)
             self.bar.__enter__()
         self.bar.update(done - self.shown)
         self.shown = done
