@@ -84,3 +84,12 @@ def test_cli_prints_dialect_sql_without_a_store(tmp_path):
         "SELECT runs.* FROM runs WHERE ( SELECT COUNT(*) FROM visits AS v WHERE v.run_key = "
         "runs.run_key ) >= 3").split()
     assert not (tmp_path / "absent.duckdb").exists()
+
+
+def test_cli_explain_prints_duckdb_sql_of_a_saved_query(tmp_path):
+    result = run_cli("query", "@denied-actions-by-policy-version", "--param",
+                     "decision=require_approval", "--explain", db=tmp_path / "absent.duckdb")
+    assert result.returncode == 0, result.stderr
+    assert "WHERE\n  decision = 'require_approval'" in result.stdout
+    assert "\nSELECT\n  policy_version," in result.stdout
+    assert "/* name: denied-actions-by-policy-version */" in result.stdout

@@ -41,8 +41,9 @@ class CompiledQuery:
 
     @property
     def sql(self) -> str:
-        """DuckDB SQL, as run on the store."""
-        return self.tree.sql(dialect="duckdb")
+        """DuckDB SQL, as run on the store (without comments: what runs is exactly the tree
+        the guard checked)."""
+        return self.tree.sql(dialect="duckdb", comments=False)
 
     def views(self) -> list[str]:
         """The public views the query reads (CTE names excluded)."""
