@@ -152,7 +152,7 @@ def select_run_keys(store: Store, dsl_filter: str, params: Mapping[str, Any] | N
     with open_reader(store) as con:
         query = compile_query(dsl_filter, catalog_from_connection(con), params, now)
         tree = run_key_tree(query)
-        return [row[0] for row in con.execute(tree.sql(dialect="duckdb")).fetchall()]
+        return [row[0] for row in con.execute(tree.sql(dialect="duckdb", comments=False)).fetchall()]
 
 
 def run_key_tree(query: CompiledQuery) -> exp.Query:
