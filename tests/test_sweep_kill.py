@@ -15,7 +15,7 @@ import pytest
 from recstore.store import Store
 from recstore.synth import generate_corpus
 
-CASES = 90
+CASES = 300  # more than one commit group (FLUSH_CASES), so a kill lands midway
 
 SPEC = """
 name = "kill-me"
