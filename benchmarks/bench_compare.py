@@ -79,8 +79,8 @@ def _index(con, pairs, chunk: int = 2500) -> None:
     for start in range(0, len(pairs), chunk):
         features = []
         for i, (a, b) in enumerate(pairs[start : start + chunk], start):
-            features.append(record_features(a, run_key=f"b{i}", record_hash="h"))
-            features.append(record_features(b, run_key=f"c{i}", record_hash="h"))
+            features.append(record_features(a, run_key=f"b{i}", record_hash="h", with_fields=False))
+            features.append(record_features(b, run_key=f"c{i}", record_hash="h", with_fields=False))
         ids = store_features(con, features)
         a_ids += [ids[f"b{i}", "h"] for i in range(start, start + len(features) // 2)]
         b_ids += [ids[f"c{i}", "h"] for i in range(start, start + len(features) // 2)]

@@ -23,6 +23,7 @@ CREATE TABLE IF NOT EXISTS cmp_run_features (
     response_length    INTEGER NOT NULL,      -- UTF-16 code units, as aioc's metrics count
     metadata_key       BIGINT NOT NULL,       -- key of metadata ?? {}
     metadata_is_object BOOLEAN NOT NULL,
+    has_fields         BOOLEAN NOT NULL,      -- cmp_field_features rows exist (needed by --ignore)
     tool_call_count    INTEGER NOT NULL,
     policy_count       INTEGER NOT NULL,
     guardrail_count    INTEGER NOT NULL,

@@ -22,7 +22,13 @@ import pyarrow as pa
 from recstore.canonical import canonical_json
 from recstore.compare.aggregate import DEFAULT_RULE, ClassificationRule, aggregate, classify
 from recstore.compare.engine import RESULT_COLUMNS, compare_pairs
-from recstore.compare.features import missing_revisions, record_features, store_features
+from recstore.compare.features import (
+    missing_revisions,
+    record_features,
+    record_fields,
+    store_features,
+    store_fields,
+)
 from recstore.compare.ignore import IgnoreSpec, parse_ignore, strip_record
 from recstore.compare.pairing import PairBy, pair_explicit, pair_runs
 from recstore.errors import InputError, NotFoundError
@@ -158,7 +164,9 @@ def _resolve_refs(con: Any, refs: Sequence[str]) -> dict[str, str]:
 
 
 def _stored_records(con: Any, revisions: list[tuple[str, str]]) -> Iterator[tuple[str, str, dict]]:
-    """``(run_key, record_hash, record)`` for stored revisions, read in one query per chunk."""
+    """``(run_key, record_hash, record)`` for stored revisions, read in one query per chunk.
+    aioc records come back without their prompt snapshots, request fingerprints and suspended
+    proposals (empty arrays): everything a comparison reads is there."""
     agentuse = [(k, h) for k, h in revisions if k.startswith("agentuse:")]
     for key, digest in agentuse:
         yield key, digest, stored_record(con, key)
@@ -176,6 +184,9 @@ def _stored_records(con: Any, revisions: list[tuple[str, str]]) -> Iterator[tupl
             FROM _cmp_load l
             JOIN streams s ON s.stream_key = l.run_key AND s.record_hash = l.record_hash
             JOIN events e ON e.seq BETWEEN s.first_seq AND s.last_seq
+            -- features never read prompt snapshots, request fingerprints or suspended
+            -- proposals: leaving them out of the reassembly saves parsing their payloads
+            WHERE e.type NOT IN ('prompt_snapshot', 'request_fingerprint', 'suspended_proposal')
             ORDER BY e.seq
             """
         )
@@ -194,8 +205,9 @@ def _stored_records(con: Any, revisions: list[tuple[str, str]]) -> Iterator[tupl
         con.unregister("_cmp_load")
 
 
-def _ensure_features(con: Any, run_keys: Iterable[str]) -> None:
-    """Reduce every current revision of ``run_keys`` that has no feature rows yet."""
+def _ensure_features(con: Any, run_keys: Iterable[str], with_fields: bool) -> None:
+    """Reduce every current revision of ``run_keys`` that has no feature rows yet, and add field
+    rows to the reduced ones that lack them when ``with_fields`` (an ignore of fields)."""
     con.register("_cmp_keys", pa.table({"run_key": list(dict.fromkeys(run_keys))}))
     try:
         revisions = con.execute(
@@ -207,10 +219,36 @@ def _ensure_features(con: Any, run_keys: Iterable[str]) -> None:
     for start in range(0, len(missing), _FEATURE_CHUNK):
         chunk = missing[start : start + _FEATURE_CHUNK]
         features = [
-            record_features(record, run_key=key, record_hash=digest)
+            record_features(record, run_key=key, record_hash=digest, with_fields=with_fields)
             for key, digest, record in list(_stored_records(con, chunk))
         ]
         store_features(con, features)
+    if with_fields:
+        _ensure_fields(con, revisions)
+
+
+def _ensure_fields(con: Any, revisions: list[tuple[str, str]]) -> None:
+    con.register(
+        "_cmp_revs",
+        pa.table({"run_key": [r[0] for r in revisions], "record_hash": [r[1] for r in revisions]}),
+    )
+    try:
+        lacking = con.execute(
+            "SELECT f.run_key, f.record_hash, min(f.feature_id) FROM _cmp_revs r "
+            "JOIN cmp_run_features f USING (run_key, record_hash) "
+            "GROUP BY ALL HAVING NOT bool_or(f.has_fields) ORDER BY ALL"
+        ).fetchall()
+    finally:
+        con.unregister("_cmp_revs")
+    ids = {(key, digest): fid for key, digest, fid in lacking}
+    for start in range(0, len(lacking), _FEATURE_CHUNK):
+        chunk = [(key, digest) for key, digest, _ in lacking[start : start + _FEATURE_CHUNK]]
+        rows = [
+            (ids[key, digest], *row)
+            for key, digest, record in list(_stored_records(con, chunk))
+            for row in record_fields(record)
+        ]
+        store_fields(con, rows, [ids[k] for k in chunk])
 
 
 def _feature_pairs(con: Any) -> None:
@@ -323,7 +361,7 @@ def bulk_compare(
         else:
             pair_runs(con, selections[0], selections[1], PairBy.parse(pair_by), duplicates)
         keys = con.execute("SELECT a_key FROM _cmp_pairing UNION SELECT b_key FROM _cmp_pairing")
-        _ensure_features(con, [k for (k,) in keys.fetchall()])
+        _ensure_features(con, [k for (k,) in keys.fetchall()], spec.needs_fields())
         _feature_pairs(con)
         compare_pairs(con, sections, spec)
         classify(con, rule)

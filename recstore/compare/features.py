@@ -27,7 +27,15 @@ from recstore.formats.jsontext import canonical_json_fast
 from recstore.records import extract_tool_calls, utf16_length
 from recstore.records.toolcalls import UNDEFINED
 
-__all__ = ["RecordFeatures", "key_of", "missing_revisions", "record_features", "store_features"]
+__all__ = [
+    "RecordFeatures",
+    "key_of",
+    "missing_revisions",
+    "record_features",
+    "record_fields",
+    "store_features",
+    "store_fields",
+]
 
 _SIGN = 1 << 63
 
@@ -104,12 +112,29 @@ def _entries(section: str, entries: list, out: RecordFeatures) -> None:
                 _text(resource.get("name")),
             )
         )
-        if is_object:
-            _object_fields(section, index, entry, out.fields)
 
 
-def record_features(record: dict, *, run_key: str = "", record_hash: str = "") -> RecordFeatures:
-    """Reduce one JSON-form RunRecord to its comparison features (pure; no I/O)."""
+def record_fields(record: dict) -> list[tuple]:
+    """``(section, entry_index, field, value_key)`` of every top-level field of the policy and
+    guardrail entries and of the metadata: only ``--ignore`` of a field needs them."""
+    out: list[tuple] = []
+    for section, key in (("policy", "policyDecisions"), ("guardrails", "guardrailDecisions")):
+        for index, entry in enumerate(_or_empty(record.get(key), [])):
+            if isinstance(entry, dict):
+                _object_fields(section, index, entry, out)
+    metadata = record.get("metadata")
+    if isinstance(metadata, dict):
+        _object_fields("metadata", 0, metadata, out)
+    return out
+
+
+def record_features(
+    record: dict, *, run_key: str = "", record_hash: str = "", with_fields: bool = True
+) -> RecordFeatures:
+    """Reduce one JSON-form RunRecord to its comparison features (pure; no I/O).
+
+    ``with_fields=False`` leaves out the per-field rows (about half the work); they can be added
+    later with :func:`record_fields` when a comparison ignores fields."""
     metadata = _or_empty(record.get("metadata"), {})
     policy = _or_empty(record.get("policyDecisions"), [])
     guardrails = _or_empty(record.get("guardrailDecisions"), [])
@@ -124,6 +149,7 @@ def record_features(record: dict, *, run_key: str = "", record_hash: str = "") -
             "response_length": utf16_length(record["response"]),
             "metadata_key": key_of(metadata),
             "metadata_is_object": isinstance(metadata, dict),
+            "has_fields": with_fields,
             "tool_call_count": len(calls),
             "policy_count": len(policy),
             "guardrail_count": len(guardrails),
@@ -141,8 +167,8 @@ def record_features(record: dict, *, run_key: str = "", record_hash: str = "") -
         )
     _entries("policy", policy, out)
     _entries("guardrails", guardrails, out)
-    if isinstance(metadata, dict):
-        _object_fields("metadata", 0, metadata, out.fields)
+    if with_fields:
+        out.fields = record_fields(record)
     # Whole-sequence keys: pairs whose sequences are equal skip the positional joins.
     out.run["calls_shape_key"] = _text_key(repr([row[1:4] for row in out.calls]))
     out.run["calls_full_key"] = _text_key(repr([row[1:5] for row in out.calls]))
@@ -162,6 +188,7 @@ _RUN_COLUMNS = [
     "response_length",
     "metadata_key",
     "metadata_is_object",
+    "has_fields",
     "tool_call_count",
     "policy_count",
     "guardrail_count",
@@ -220,6 +247,16 @@ def store_features(con: Any, features: Iterable[RecordFeatures]) -> dict[tuple[s
     return {
         (f.run["run_key"], f.run["record_hash"]): fid for fid, f in zip(ids, features, strict=True)
     }
+
+
+def store_fields(con: Any, rows: list[tuple], feature_ids: list[int]) -> None:
+    """Append field rows ``(feature_id, section, entry_index, field, value_key)`` and mark
+    ``feature_ids`` (including those without any field) as having them."""
+    _append(con, "cmp_field_features", _FIELD_COLUMNS, rows)
+    con.execute(
+        "UPDATE cmp_run_features SET has_fields = TRUE WHERE list_contains(?, feature_id)",
+        [feature_ids],
+    )
 
 
 def missing_revisions(con: Any, revisions: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -64,6 +64,10 @@ class IgnoreSpec:
             self.policy_fields or self.guardrail_fields or self.metadata_keys or self.tool_output
         )
 
+    def needs_fields(self) -> bool:
+        """True when fields inside entries or metadata are ignored (field rows are needed)."""
+        return bool(self.policy_fields or self.guardrail_fields or self.metadata_keys)
+
     def paths(self) -> list[str]:
         """The spec as sorted ``--ignore`` paths (what gets recorded with a comparison)."""
         out = set(self.sections)
