@@ -1,8 +1,15 @@
 """recstore.compare: pairwise (aioc parity) and bulk, set-based comparison of stored runs.
 
 ``bulk_compare`` pairs a baseline run set with a candidate run set and compares every pair in
-DuckDB SQL over per-revision feature rows (canonical-JSON hashes); ``compare_stored`` gives the
-full aioc differences list for two stored runs. See docs/compare.md.
+DuckDB SQL over per-revision feature rows (canonical-JSON keys); ``compare_stored`` gives the
+full aioc differences list for two stored runs; ``render_html``/``render_text`` render a
+comparison. See docs/compare.md.
+
+Example (the demo's comparison and report)::
+
+    comparison = bulk_compare(store, "tag.set = 'baseline'", "tag.set = 'candidate'",
+                              pair_by="metadata.caseId")
+    Path("compare-report.html").write_text(render_html(comparison), encoding="utf-8")
 """
 
 from recstore.compare.aggregate import DEFAULT_RULE, SIGNALS, ClassificationRule
@@ -16,6 +23,7 @@ from recstore.compare.bulk import (
 )
 from recstore.compare.ignore import PRESETS, IgnoreSpec, parse_ignore, strip_record
 from recstore.compare.pairing import DUPLICATE_RULES, PairBy
+from recstore.compare.report import render_html, render_text
 
 __all__ = [
     "DEFAULT_RULE",
@@ -32,5 +40,7 @@ __all__ = [
     "compare_pair",
     "compare_stored",
     "parse_ignore",
+    "render_html",
+    "render_text",
     "strip_record",
 ]
