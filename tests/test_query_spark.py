@@ -4,6 +4,7 @@ export)."""
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -132,3 +133,17 @@ def test_duckdb_and_spark_agree(fixture_store, exported, label, text, options):
     spark_rows = _rows(spark_result)
     assert duck_rows, f"{label} selects nothing on the fixture store; the comparison is empty"
     assert spark_rows == duck_rows
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(spark_missing_reason() is not None,
+                    reason=f"Spark CLI path needs pyspark and Java 17+: {spark_missing_reason()}")
+def test_cli_engine_spark_matches_the_store(fixture_store, exported):
+    from .query_support import run_cli
+
+    on_store = run_cli("query", "@guardrail-trips", "--format", "json", db=fixture_store.path)
+    on_spark = run_cli("query", "@guardrail-trips", "--engine", "spark", "--parquet",
+                       str(exported), "--format", "json", db=fixture_store.path)
+    assert on_store.returncode == 0 and on_spark.returncode == 0, on_spark.stderr
+    store_rows, spark_rows = json.loads(on_store.stdout), json.loads(on_spark.stdout)
+    assert store_rows and sorted(map(repr, spark_rows)) == sorted(map(repr, store_rows))
