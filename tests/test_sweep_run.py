@@ -314,3 +314,25 @@ def test_resumed_run_replays_the_revisions_it_selected(store, spec_path, corpus,
         [run_id, key])
     assert source_revision == 1  # the frozen revision, not the one ingested meanwhile
     assert status == ("fail" if executes(original, CHANGED_TOOL) else "pass")
+
+
+def test_a_case_whose_replay_crashes_fails_alone(store, spec_path, monkeypatch):
+    from recstore.sweep import candidate as candidate_module
+
+    spec = load_spec(sampled(spec_path, 10))
+    real = candidate_module.PreparedCandidate.replay
+    victim = {}
+
+    def flaky(self, source, run_key, source_uri):
+        victim.setdefault("key", run_key)
+        if run_key == victim["key"]:
+            raise RuntimeError("replayer bug")
+        return real(self, source, run_key, source_uri)
+
+    monkeypatch.setattr(candidate_module.PreparedCandidate, "replay", flaky)
+    result = run_sweep(store, spec)
+    assert result.case_count == 10 and result.processed == 10
+    [(status, error, signals)] = query(store, "SELECT status, error, signals FROM sweep_cases "
+                                              "WHERE source_run_key = ?", [victim["key"]])
+    assert status == "fail" and error == "the replay crashed: RuntimeError: replayer bug"
+    assert json.loads(signals) == ["replay_error"]

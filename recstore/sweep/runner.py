@@ -371,9 +371,13 @@ def compute_case(spec: SweepSpec, candidate: Any, case: CaseInput) -> CaseResult
     if case.replay is not None:
         replayed, calls, replay_status = _recovered(case)
     else:
-        replayed = candidate.replay(source, case.source.run_key, case.source.source_uri)
-        calls = [c.to_json() for c in replayed.report.calls]
-        replay_status = replayed.report.status
+        try:
+            replayed = candidate.replay(source, case.source.run_key, case.source.source_uri)
+            calls = [c.to_json() for c in replayed.report.calls]
+            replay_status = replayed.report.status
+        except Exception as exc:  # noqa: BLE001 - one broken case must not end a long sweep
+            replayed = CaseReplay(None, None, f"the replay crashed: {type(exc).__name__}: {exc}", "")
+            calls, replay_status = [], "error"
     comparison = None
     if replayed.record is not None:
         ignore = parse_ignore(spec.compare.ignore, preset=spec.compare.preset)
