@@ -27,11 +27,10 @@ CREATE TABLE IF NOT EXISTS cmp_run_features (
     tool_call_count    INTEGER NOT NULL,
     policy_count       INTEGER NOT NULL,
     guardrail_count    INTEGER NOT NULL,
-    -- keys of whole sequences: equal keys let a pair skip the positional comparison
-    calls_shape_key    BIGINT NOT NULL,       -- (name, argsHash, hasOutput) of every call
-    calls_full_key     BIGINT NOT NULL,       -- the same plus each output's key
-    policy_seq_key     BIGINT NOT NULL,       -- entry keys of policyDecisions, in order
-    guardrails_seq_key BIGINT NOT NULL        -- entry keys of guardrailDecisions, in order
+    -- whole sequences: equal ones let a pair skip the positional comparison
+    calls_full_key     BIGINT NOT NULL,       -- (name, argsHash, hasOutput, output key) of every call
+    policy_keys        BIGINT[] NOT NULL,     -- entry keys of policyDecisions, in order
+    guardrails_keys    BIGINT[] NOT NULL      -- entry keys of guardrailDecisions, in order
 );
 
 -- One row per extracted tool call (aioc extractToolCalls order, orphans included).

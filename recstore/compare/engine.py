@@ -118,57 +118,65 @@ def _fingerprints(section_fields: dict[str, frozenset[str]]) -> str:
     """
 
 
-def _entry_detail_pairs(ignored: dict[str, frozenset[str]]) -> str:
-    """Pairs whose policy/guardrail entries need the positional comparison: the sequences
-    differ, or (with ignored fields, where sequence keys say nothing) either side has entries."""
-    parts = []
-    for section, count in (("policy", "policy_count"), ("guardrails", "guardrail_count")):
-        needs = f"{count}_a + {count}_b > 0" if section in ignored else f"{section}_differ"
-        parts.append(
-            f"SELECT pair_index, a_fid, b_fid, '{section}' AS section FROM _cmp_pair_runs "
-            f"WHERE {needs}"
+def _entry_diff_by_keys(section: str) -> str:
+    """Differing positions of one section from the per-run key arrays (no join): for pairs
+    whose arrays differ, the indexes where the two keys are distinct (or one is missing)."""
+    keys_a, keys_b = f"{section}_keys_a", f"{section}_keys_b"
+    return f"""
+        SELECT pair_index, '{section}' AS section, entry_index::INTEGER AS entry_index,
+               entry_index < len({keys_a}) AS in_a, entry_index < len({keys_b}) AS in_b
+        FROM (SELECT pair_index, {keys_a}, {keys_b},
+                     unnest(list_filter(range(greatest(len({keys_a}), len({keys_b}))),
+                                        lambda i: {keys_a}[i + 1] IS DISTINCT FROM {keys_b}[i + 1]))
+                         AS entry_index
+              FROM _cmp_pair_runs WHERE {keys_a} <> {keys_b})
+    """
+
+
+def _entry_diff_by_fields(section: str, fields: frozenset[str]) -> str:
+    """Differing positions of one section with ignored fields: entries are compared by the
+    fingerprint of their remaining fields (positionally, by full outer join)."""
+    count = "policy_count" if section == "policy" else "guardrail_count"
+    return f"""
+        SELECT * FROM (
+            WITH e AS (
+                SELECT e.feature_id, e.entry_index,
+                       CASE WHEN e.is_object THEN coalesce(f.fp, hash(''))
+                            ELSE hash(e.entry_key) END AS fp
+                FROM cmp_entry_features e
+                LEFT JOIN ({_fingerprints({section: fields})}) f
+                       USING (feature_id, section, entry_index)
+                WHERE e.section = '{section}'
+            ),
+            detail AS (SELECT pair_index, a_fid, b_fid FROM _cmp_pair_runs
+                       WHERE {count}_a + {count}_b > 0),
+            a AS (SELECT p.pair_index, e.entry_index, e.fp
+                  FROM detail p JOIN e ON e.feature_id = p.a_fid),
+            b AS (SELECT p.pair_index, e.entry_index, e.fp
+                  FROM detail p JOIN e ON e.feature_id = p.b_fid)
+            SELECT coalesce(a.pair_index, b.pair_index) AS pair_index,
+                   '{section}' AS section,
+                   coalesce(a.entry_index, b.entry_index) AS entry_index,
+                   a.entry_index IS NOT NULL AS in_a,
+                   b.entry_index IS NOT NULL AS in_b
+            FROM a FULL OUTER JOIN b
+              ON a.pair_index = b.pair_index AND a.entry_index = b.entry_index
+            WHERE a.entry_index IS NULL OR b.entry_index IS NULL OR a.fp <> b.fp
         )
-    return " UNION ALL ".join(parts)
+    """
 
 
 def _align_entries(con: Any, ignore: IgnoreSpec) -> None:
-    """Policy and guardrail positions that differ (missing on one side, or unequal)."""
-    ignored = {
-        s: f
-        for s, f in (("policy", ignore.policy_fields), ("guardrails", ignore.guardrail_fields))
-        if f
-    }
-    if ignored:
-        sections = ", ".join(f"'{s}'" for s in ignored)
-        entries = f"""
-            SELECT e.feature_id, e.section, e.entry_index,
-                   CASE WHEN e.is_object AND e.section IN ({sections})
-                        THEN coalesce(f.fp, hash('')) ELSE hash(e.entry_key) END AS fp
-            FROM cmp_entry_features e
-            LEFT JOIN ({_fingerprints(ignored)}) f USING (feature_id, section, entry_index)
-        """
-    else:
-        entries = "SELECT feature_id, section, entry_index, entry_key AS fp FROM cmp_entry_features"
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _cmp_entry_diff AS
-        WITH e AS ({entries}),
-             detail AS ({_entry_detail_pairs(ignored)}),
-             a AS (SELECT p.pair_index, e.section, e.entry_index, e.fp
-                   FROM detail p JOIN e ON e.feature_id = p.a_fid AND e.section = p.section),
-             b AS (SELECT p.pair_index, e.section, e.entry_index, e.fp
-                   FROM detail p JOIN e ON e.feature_id = p.b_fid AND e.section = p.section)
-        SELECT coalesce(a.pair_index, b.pair_index) AS pair_index,
-               coalesce(a.section, b.section) AS section,
-               coalesce(a.entry_index, b.entry_index) AS entry_index,
-               a.entry_index IS NOT NULL AS in_a,
-               b.entry_index IS NOT NULL AS in_b
-        FROM a FULL OUTER JOIN b
-          ON a.pair_index = b.pair_index AND a.section = b.section
-         AND a.entry_index = b.entry_index
-        WHERE a.entry_index IS NULL OR b.entry_index IS NULL OR a.fp <> b.fp
-        """
-    )
+    """``_cmp_entry_diff``: policy and guardrail positions that differ (missing on one side,
+    or unequal), per section by keys (exact) or by field fingerprints (fields ignored)."""
+    parts = [
+        _entry_diff_by_fields(section, fields) if fields else _entry_diff_by_keys(section)
+        for section, fields in (
+            ("policy", ignore.policy_fields),
+            ("guardrails", ignore.guardrail_fields),
+        )
+    ]
+    con.execute("CREATE OR REPLACE TEMP TABLE _cmp_entry_diff AS " + " UNION ALL ".join(parts))
 
 
 def _metadata_fingerprints(keys: frozenset[str]) -> str:
@@ -212,8 +220,8 @@ def _pair_runs(con: Any) -> None:
                ra.response_key <> rb.response_key AS response_differs,
                ra.metadata_key <> rb.metadata_key AS metadata_differs,
                ra.calls_full_key <> rb.calls_full_key AS calls_differ,
-               ra.policy_seq_key <> rb.policy_seq_key AS policy_differ,
-               ra.guardrails_seq_key <> rb.guardrails_seq_key AS guardrails_differ
+               ra.policy_keys AS policy_keys_a, rb.policy_keys AS policy_keys_b,
+               ra.guardrails_keys AS guardrails_keys_a, rb.guardrails_keys AS guardrails_keys_b
         FROM _cmp_pairs p
         JOIN cmp_run_features ra ON ra.feature_id = p.a_fid
         JOIN cmp_run_features rb ON rb.feature_id = p.b_fid

@@ -169,12 +169,11 @@ def record_features(
     _entries("guardrails", guardrails, out)
     if with_fields:
         out.fields = record_fields(record)
-    # Whole-sequence keys: pairs whose sequences are equal skip the positional joins.
-    out.run["calls_shape_key"] = _text_key(repr([row[1:4] for row in out.calls]))
+    # A whole-sequence key (calls) and key arrays (entries): pairs whose sequences are equal
+    # skip the positional comparison.
     out.run["calls_full_key"] = _text_key(repr([row[1:5] for row in out.calls]))
     for section in ("policy", "guardrails"):
-        entry_keys = [row[2] for row in out.entries if row[0] == section]
-        out.run[f"{section}_seq_key"] = _text_key(repr(entry_keys))
+        out.run[f"{section}_keys"] = [row[2] for row in out.entries if row[0] == section]
     return out
 
 
@@ -192,10 +191,9 @@ _RUN_COLUMNS = [
     "tool_call_count",
     "policy_count",
     "guardrail_count",
-    "calls_shape_key",
     "calls_full_key",
-    "policy_seq_key",
-    "guardrails_seq_key",
+    "policy_keys",
+    "guardrails_keys",
 ]
 _CALL_COLUMNS = ["feature_id", "call_index", "name", "args_key", "has_output", "output_key"]
 _ENTRY_COLUMNS = [
