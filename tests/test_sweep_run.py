@@ -71,6 +71,20 @@ def sampled(spec_path: Path, n: int) -> Path:
     return spec_path
 
 
+def interrupted_run(store: Store, spec, monkeypatch, *, group: int, after: int) -> None:
+    """Start a sweep run that commits in groups of ``group`` cases and is interrupted (Ctrl-C)
+    once ``after`` cases have finished, leaving it unfinished."""
+    monkeypatch.setattr(runner_module, "FLUSH_CASES", group)
+    monkeypatch.setattr(runner_module, "FLUSH_SECONDS", 3600.0)
+
+    def stop(done, total):
+        if done >= after:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(store, spec, progress=stop)
+
+
 def query(store: Store, sql: str, params: list | None = None) -> list[tuple]:
     with store.reader() as con:
         return con.execute(sql, params or []).fetchall()
@@ -169,14 +183,7 @@ def test_unfinished_run_resumes_and_a_crash_between_commits_is_recovered(store, 
 def test_rerun_supersedes_an_unfinished_run(store, spec_path, monkeypatch):
     size = 16
     spec = load_spec(sampled(spec_path, size))
-    monkeypatch.setattr(runner_module, "FLUSH_CASES", 8)
-
-    def stop(done, total):
-        if done >= 8:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        run_sweep(store, spec, progress=stop)
+    interrupted_run(store, spec, monkeypatch, group=8, after=8)
     fresh = run_sweep(store, spec, rerun=True)
     assert not fresh.resumed and fresh.processed == size
     rows = query(store, "SELECT sweep_run_id, status FROM sweep_runs ORDER BY 1")
@@ -290,15 +297,7 @@ def test_external_replayer_that_changes_one_tools_arguments(store, spec_path, co
 
 def test_resumed_run_replays_the_revisions_it_selected(store, spec_path, corpus, monkeypatch):
     spec = load_spec(sampled(spec_path, 12))
-    monkeypatch.setattr(runner_module, "FLUSH_CASES", 4)
-    monkeypatch.setattr(runner_module, "FLUSH_SECONDS", 3600.0)
-
-    def stop(done, total):
-        if done >= 5:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        run_sweep(store, spec, progress=stop)
+    interrupted_run(store, spec, monkeypatch, group=4, after=5)
     [(run_id,)] = query(store, "SELECT sweep_run_id FROM sweep_runs")
     pending = query(store, "SELECT source_run_key FROM sweep_cases WHERE sweep_run_id = ? "
                            "AND status = 'pending' ORDER BY case_index", [run_id])
