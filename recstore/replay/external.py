@@ -281,7 +281,8 @@ def replay_external(
     try:
         done = subprocess.run(
             argv,
-            input=json.dumps(request, ensure_ascii=False),
+            # ASCII escapes keep lone surrogates (valid in JSON text) from breaking the pipe's UTF-8.
+            input=json.dumps(request),
             capture_output=True,
             text=True,
             timeout=limit,

@@ -168,9 +168,10 @@ def write_report(store: Any, run_id: int, out_dir: str | Path) -> tuple[Path, Pa
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / f"sweep-{run_id}.json"
     html_path = out / f"sweep-{run_id}.html"
+    # Records may hold lone surrogates (valid JSON escapes, not UTF-8): write them as escapes.
     json_path.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n",
-                         encoding="utf-8")
-    html_path.write_text(render_html(report), encoding="utf-8")
+                         encoding="utf-8", errors="backslashreplace")
+    html_path.write_text(render_html(report), encoding="utf-8", errors="backslashreplace")
     return json_path, html_path
 
 
