@@ -30,7 +30,9 @@ CREATE TABLE IF NOT EXISTS cmp_run_features (
     -- whole sequences: equal ones let a pair skip the positional comparison
     calls_full_key     BIGINT NOT NULL,       -- (name, argsHash, hasOutput, output key) of every call
     policy_keys        BIGINT[] NOT NULL,     -- entry keys of policyDecisions, in order
-    guardrails_keys    BIGINT[] NOT NULL      -- entry keys of guardrailDecisions, in order
+    guardrails_keys    BIGINT[] NOT NULL,     -- entry keys of guardrailDecisions, in order
+    policy_seq_key     BIGINT NOT NULL,       -- key of policy_keys (cheap inequality test)
+    guardrails_seq_key BIGINT NOT NULL        -- key of guardrails_keys
 );
 
 -- One row per extracted tool call (aioc extractToolCalls order, orphans included).

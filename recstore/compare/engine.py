@@ -119,17 +119,22 @@ def _fingerprints(section_fields: dict[str, frozenset[str]]) -> str:
 
 
 def _entry_diff_by_keys(section: str) -> str:
-    """Differing positions of one section from the per-run key arrays (no join): for pairs
-    whose arrays differ, the indexes where the two keys are distinct (or one is missing)."""
-    keys_a, keys_b = f"{section}_keys_a", f"{section}_keys_b"
+    """Differing positions of one section from the per-run key arrays (no positional join): for
+    pairs whose sequences differ, the indexes where the two keys are distinct (or one is
+    missing)."""
     return f"""
         SELECT pair_index, '{section}' AS section, entry_index::INTEGER AS entry_index,
-               entry_index < len({keys_a}) AS in_a, entry_index < len({keys_b}) AS in_b
-        FROM (SELECT pair_index, {keys_a}, {keys_b},
-                     unnest(list_filter(range(greatest(len({keys_a}), len({keys_b}))),
-                                        lambda i: {keys_a}[i + 1] IS DISTINCT FROM {keys_b}[i + 1]))
+               entry_index < len(ka) AS in_a, entry_index < len(kb) AS in_b
+        FROM (SELECT p.pair_index, ra.{section}_keys AS ka, rb.{section}_keys AS kb,
+                     unnest(list_filter(range(greatest(len(ra.{section}_keys),
+                                                       len(rb.{section}_keys))),
+                                        lambda i: ra.{section}_keys[i + 1]
+                                                  IS DISTINCT FROM rb.{section}_keys[i + 1]))
                          AS entry_index
-              FROM _cmp_pair_runs WHERE {keys_a} <> {keys_b})
+              FROM _cmp_pair_runs p
+              JOIN cmp_run_features ra ON ra.feature_id = p.a_fid
+              JOIN cmp_run_features rb ON rb.feature_id = p.b_fid
+              WHERE p.{section}_differ)
     """
 
 
@@ -220,8 +225,8 @@ def _pair_runs(con: Any) -> None:
                ra.response_key <> rb.response_key AS response_differs,
                ra.metadata_key <> rb.metadata_key AS metadata_differs,
                ra.calls_full_key <> rb.calls_full_key AS calls_differ,
-               ra.policy_keys AS policy_keys_a, rb.policy_keys AS policy_keys_b,
-               ra.guardrails_keys AS guardrails_keys_a, rb.guardrails_keys AS guardrails_keys_b
+               ra.policy_seq_key <> rb.policy_seq_key AS policy_differ,
+               ra.guardrails_seq_key <> rb.guardrails_seq_key AS guardrails_differ
         FROM _cmp_pairs p
         JOIN cmp_run_features ra ON ra.feature_id = p.a_fid
         JOIN cmp_run_features rb ON rb.feature_id = p.b_fid

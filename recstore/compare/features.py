@@ -173,7 +173,9 @@ def record_features(
     # skip the positional comparison.
     out.run["calls_full_key"] = _text_key(repr([row[1:5] for row in out.calls]))
     for section in ("policy", "guardrails"):
-        out.run[f"{section}_keys"] = [row[2] for row in out.entries if row[0] == section]
+        keys = [row[2] for row in out.entries if row[0] == section]
+        out.run[f"{section}_keys"] = keys
+        out.run[f"{section}_seq_key"] = _text_key(repr(keys))
     return out
 
 
@@ -194,6 +196,8 @@ _RUN_COLUMNS = [
     "calls_full_key",
     "policy_keys",
     "guardrails_keys",
+    "policy_seq_key",
+    "guardrails_seq_key",
 ]
 _CALL_COLUMNS = ["feature_id", "call_index", "name", "args_key", "has_output", "output_key"]
 _ENTRY_COLUMNS = [
