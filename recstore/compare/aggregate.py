@@ -167,15 +167,14 @@ def _policy_changes(con: Any, limit: int) -> list[dict]:
                ea.decision AS baseline_decision, ea.reason AS baseline_reason,
                eb.decision AS candidate_decision, eb.reason AS candidate_reason,
                count(*) AS changes
-        FROM _cmp_entry_diff d
+        FROM (SELECT * FROM _cmp_entry_diff WHERE section = 'policy') d
         JOIN _cmp_pairs p USING (pair_index)
-        LEFT JOIN cmp_entry_features ea
-          ON ea.feature_id = p.a_fid AND ea.section = d.section AND ea.entry_index = d.entry_index
-        LEFT JOIN cmp_entry_features eb
-          ON eb.feature_id = p.b_fid AND eb.section = d.section AND eb.entry_index = d.entry_index
-        WHERE d.section = 'policy'
-          AND (NOT (d.in_a AND d.in_b) OR ea.decision IS DISTINCT FROM eb.decision
-               OR ea.reason IS DISTINCT FROM eb.reason)
+        LEFT JOIN (SELECT * FROM cmp_entry_features WHERE section = 'policy') ea
+          ON ea.feature_id = p.a_fid AND ea.entry_index = d.entry_index
+        LEFT JOIN (SELECT * FROM cmp_entry_features WHERE section = 'policy') eb
+          ON eb.feature_id = p.b_fid AND eb.entry_index = d.entry_index
+        WHERE NOT (d.in_a AND d.in_b) OR ea.decision IS DISTINCT FROM eb.decision
+           OR ea.reason IS DISTINCT FROM eb.reason
         GROUP BY ALL
         ORDER BY changes DESC, resource_kind, resource_name, baseline_decision NULLS FIRST,
                  candidate_decision NULLS FIRST, baseline_reason NULLS FIRST,

@@ -352,6 +352,5 @@ def compare_pairs(
                f.first_divergence_tool_a, f.first_divergence_tool_b,
                f.status_a, f.status_b
         FROM flags f
-        ORDER BY f.pair_index
         """
     )
