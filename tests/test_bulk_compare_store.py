@@ -7,11 +7,11 @@ import itertools
 
 import pytest
 
-from recstore.canonical import canonical_json
+from recstore.canonical import canonical_json, sha256_canonical
 from recstore.compare import ClassificationRule, aioc_result, bulk_compare, compare_stored
 from recstore.errors import InputError, NotFoundError
 from recstore.query import run_query
-from recstore.records import compare_records
+from recstore.records import compare_records, input_scope
 from recstore.store import Store
 
 from .conftest import AIOC_FIXTURES, AIOC_RECORD_NAMES, CORPUS_DEV, read_ndjson_gz
@@ -175,6 +175,26 @@ def test_pairing_reports_every_run(corpus_store, duplicates):
     dropped = {k for k, reason in reported.items() if reason in ("no_match", "duplicate_dropped")}
     assert not dropped & paired
     assert len(paired | dropped) == sum(sum(c.values()) for c in keys.values())
+
+
+def test_input_scope_pairs_runs_with_equal_inputs(corpus_store):
+    comparison = bulk_compare(
+        corpus_store, BASELINE, CANDIDATE, pair_by="input_scope", duplicates="all", record=False
+    )
+    rows = comparison.pair_rows()
+    assert rows, "baseline and candidate runs of a case share their input"
+
+    def scope_hash(run_key: str) -> str:
+        record = corpus_store.get_record(run_key)
+        count = input_scope(record).count
+        return sha256_canonical(record["items"][:count])
+
+    for row in rows[:25]:
+        assert row["pair_key"] == scope_hash(row["baseline_run_key"])
+        assert row["pair_key"] == scope_hash(row["candidate_run_key"])
+    paired = {r["baseline_run_key"] for r in rows} | {r["candidate_run_key"] for r in rows}
+    reported = {u["runKey"] for u in comparison.unpaired if u["reason"] != "duplicate_paired"}
+    assert len(paired | reported) == 1200
 
 
 def test_recorded_comparison_is_queryable(corpus_store):
