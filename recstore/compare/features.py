@@ -23,7 +23,6 @@ from typing import Any
 import pyarrow as pa
 
 from recstore.canonical import canonical_json
-from recstore.formats.jsontext import canonical_json_fast
 from recstore.records import extract_tool_calls, utf16_length
 from recstore.records.toolcalls import UNDEFINED
 
@@ -53,7 +52,7 @@ def _hex_key(hex_digest: str) -> int:
 
 def key_of(value: Any) -> int:
     """Comparison key of a JSON value: 64-bit prefix of sha256 of its canonical JSON."""
-    return _text_key(canonical_json_fast(value))
+    return _text_key(canonical_json(value))
 
 
 def _output_key(call: dict) -> int:
