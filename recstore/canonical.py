@@ -21,6 +21,8 @@ import math
 import re
 from typing import Any
 
+import orjson
+
 __all__ = [
     "JSONParseError",
     "canonical_json",
@@ -165,38 +167,61 @@ def _canon(value: Any, out: list[str]) -> None:
         raise TypeError(f"canonical_json: unsupported type {type(value).__name__}")
 
 
-_MAX_SAFE_INT = 9007199254740991
+_SAFE_INT = 2**53
+_HIGH_BMP = re.compile("[\ue000-\uffff]")
 _dump_sorted = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
+# What a cheap type walk proves about a value (see _fast_path).
+_GENERAL, _ORJSON, _STDLIB = 0, 1, 2
 
 
-def _stdlib_equivalent(value: Any) -> bool:
-    """True when ``json.dumps(sort_keys=True)`` prints ``value`` exactly as JavaScript would.
+def _fast_path(value: Any) -> int:
+    """Which C encoder prints ``value`` exactly as aioc would, if any.
 
-    That holds for plain ASCII keys that are not array indexes or ``__proto__``, safe integers
-    and floats whose ``repr`` is already the ECMAScript form (fractional, no exponent). This scan
-    is much cheaper than the general path, and most records pass it.
+    Sorted keys match JavaScript's order when no key is digit-only (array-index keys go first in
+    JS), none is ``__proto__`` (JS drops it) and none holds a character in U+E000..U+FFFF (the only
+    range where code-point order differs from UTF-16 order). Integers must be safe (JS rounds
+    larger ones through a double). orjson then prints the value exactly; floats are the one
+    difference left, and the stdlib's ``repr`` equals ``Number::toString`` for finite fractional
+    floats written without an exponent. Anything else takes the general path. The walk builds no
+    strings, so it costs a fraction of the general path, and nearly every record passes it.
     """
-    if isinstance(value, str) or value is None or value is True or value is False:
-        return True
-    if isinstance(value, int):
-        return -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT
-    if isinstance(value, float):
-        return math.isfinite(value) and not value.is_integer() and "e" not in repr(value)
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not key.isascii() or key[:1].isdigit() or key == "__proto__":
-                return False
-            if not _stdlib_equivalent(item):
-                return False
-        return True
-    if isinstance(value, list):
-        return all(_stdlib_equivalent(item) for item in value)
-    return False
+    mode = _ORJSON
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        kind = type(v)
+        if kind is str or kind is bool or v is None:
+            continue
+        if kind is dict:
+            for key in v:
+                if key.isdigit() or key == "__proto__" or (
+                    not key.isascii() and _HIGH_BMP.search(key)
+                ):
+                    return _GENERAL
+            stack.extend(v.values())
+        elif kind is list:
+            stack.extend(v)
+        elif kind is int:
+            if not -_SAFE_INT < v < _SAFE_INT:
+                return _GENERAL
+        elif kind is float:
+            if not math.isfinite(v) or v.is_integer() or "e" in repr(v):
+                return _GENERAL
+            mode = _STDLIB
+        else:
+            return _GENERAL
+    return mode
 
 
 def canonical_json(value: Any) -> str:
     """aioc's canonical JSON of a JSON-sourced value (dict/list/str/int/float/bool/None)."""
-    if _stdlib_equivalent(value):
+    mode = _fast_path(value)
+    if mode == _ORJSON:
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+        except TypeError:  # a lone surrogate: not UTF-8, so orjson refuses it
+            pass
+    elif mode == _STDLIB:
         text = _dump_sorted(value)
         if not _LONE_SURROGATE.search(text):
             return text

@@ -19,8 +19,38 @@ from recstore import synth
 
 __all__ = ["run_demo"]
 
-_CANDIDATE_HARNESS = """\
-# A candidate agent for the sweep: the run's own agents and tools (from_source), with one change.
+# The sweep's candidate: each run's own agents and recorded behaviour (from_source), except that
+# get_finance_report's schema gains a defaulted `currency` argument, so every run that called it
+# can no longer be served from its recording and the gate names the tool.
+_SWEEP_SPEC = """\
+name = "demo-finance-schema"
+description = "Baseline runs replayed with the new get_finance_report schema"
+
+[select]
+query = "tag.set = 'baseline'"
+
+[candidate]
+from_source = true
+label = "get_finance_report v2 schema"
+
+[candidate.tools.get_finance_report]
+description = "Get a finance report in a currency."
+parameters = { type = "object", required = ["reportId"], properties = { reportId = { type = "string" }, currency = { type = "string", default = "EUR" } } }
+
+[replay]
+mode = "strict"
+
+[compare]
+include_sections = ["response", "toolCalls"]
+
+[classify]
+fail_on = ["replay_error", "tool_drift"]
+warn_on = ["not_equal"]
+tools = ["get_finance_report"]
+
+[schedule]
+cron = "0 6 * * 1-5"
+timezone = "UTC"
 """
 
 
@@ -43,12 +73,9 @@ class _Demo:
 
         argv = ["--db", str(self.db), *args]
         self.say(f"$ recstore {shlex.join(argv)}")
-        try:
-            cli.main(args=argv, prog_name="recstore", standalone_mode=False, obj={})
-            code = 0
-        except click.exceptions.Exit as exc:
-            code = exc.exit_code
-        except SystemExit as exc:  # ctx.exit() from the error handler
+        try:  # without standalone mode, click returns the status a command exits with
+            code = cli.main(args=argv, prog_name="recstore", standalone_mode=False, obj={}) or 0
+        except SystemExit as exc:
             code = int(exc.code or 0)
         if code not in expect:
             raise click.ClickException(f"demo step `recstore {shlex.join(args)}` exited {code}")
@@ -103,12 +130,40 @@ def run_demo(workdir: Path | None = None, n: int = 200, seed: int = 7,
     demo.run("verify")
 
     demo.step("4. Ask questions: the filter DSL and a saved query")
-    demo.run("query", "status = 'failed' and tag.set = 'baseline' order by started desc limit 5")
-    demo.run("query", "tool_calls.any(envelope_status = 'denied') and visits.count() >= 2 "
-                      "order by started limit 5")
+    demo.run("query", "status = 'failed' and tag.set = 'baseline' "
+                      "fields run_key, agent, error_name, started order by started desc limit 5")
+    demo.run("query", "tool_calls where envelope_status = 'denied' "
+                      "fields run_key, agent, name, envelope_code limit 5")
     demo.run("query", "--explain", "tool_calls.any(name = 'refund' and args.amount > 100)")
     demo.run("query", "@tool-usage-by-agent")
 
+    demo.step("5. Compare the candidate corpus with the baseline in bulk, paired by caseId")
+    report = workdir / "compare-report.html"
+    demo.run("compare", "--baseline", "tag.set = 'baseline'", "--candidate", "tag.set = 'candidate'",
+             "--pair-by", "metadata.caseId", "--preset", "semantic", "--html", str(report),
+             expect=(0, 1))
+    changed = [c for c in synth.case_changes(n, seed).values() if c.kind != "none"]
+    demo.say(f"the generator declared {len(changed)} changed cases: "
+             + ", ".join(sorted({c.kind for c in changed})))
+    demo.say(f"comparison report: {report}")
+
+    demo.step("6. Replay every baseline run strictly from its own recording, then compare")
+    demo.run("replay", "--select", "tag.set = 'baseline'", "--from-source", "--mode", "strict")
+    demo.run("compare", "--baseline", "tag.set = 'baseline'",
+             "--candidate", "replay_of_run_id is not null", "--pair-by", "lineage",
+             "--include", "response", "--include", "toolCalls", "--fail-on", "statusChanged,changed")
+    demo.run("lineage", base_rec["runId"])
+
+    demo.step("7. A replay sweep: select, strict replay with a changed tool schema, compare, gate")
+    spec = workdir / "sweep.toml"
+    spec.write_text(_SWEEP_SPEC, encoding="utf-8")
+    demo.run("sweep", "run", str(spec), expect=(0, 1))
+    demo.run("sweep", "status", "demo-finance-schema")
+    reports = workdir / "sweep-report"
+    demo.run("sweep", "report", "demo-finance-schema", "--output", str(reports))
+    demo.run("sweep", "cron", str(spec))
+
     demo.say()
     demo.say(f"Done. Everything is in {workdir} (store: {demo.db.name}).")
+    demo.say(f"Reports: {report} and {reports}/")
     return workdir

@@ -17,11 +17,9 @@ import orjson
 from recstore.canonical import JSONParseError, canonical_json, loads_strict
 
 __all__ = [
-    "canonical_json_fast",
     "dumps_json",
     "loads_json",
     "parse_json_bytes",
-    "sha256_canonical_fast",
     "sha256_canonical_record",
 ]
 
@@ -30,58 +28,6 @@ _LONG_DIGITS = re.compile(r"\d{16}")
 # Bytes: map every digit to b"0" (C speed) and look for 16 in a row; a regex is 4x slower.
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _SIXTEEN_DIGITS = b"0" * 16
-
-
-_HIGH_BMP = re.compile("[\ue000-\uffff]")
-_SAFE_INT = 2**53
-
-
-def _orjson_is_canonical(value: Any) -> bool:
-    """True when orjson's sorted output equals aioc's canonical JSON (recstore.canonical) for
-    ``value``: no floats (JS prints 1.0 as 1, 1e21 as 1e+21, ...), no ints beyond 2**53 (JS
-    rounds them through a double), no digit-only keys (JS puts array-index keys first,
-    numerically), no ``__proto__`` key (JS drops it) and no key with a character in
-    U+E000..U+FFFF (where code-point order differs from UTF-16 order). Strings escape alike.
-
-    A type walk without building strings: several times cheaper than canonical_json."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        kind = type(v)
-        if kind is str or kind is bool or v is None:
-            continue
-        if kind is dict:
-            for key in v:
-                if (
-                    key.isdigit()
-                    or key == "__proto__"
-                    or (not key.isascii() and _HIGH_BMP.search(key))
-                ):
-                    return False
-            stack.extend(v.values())
-        elif kind is list:
-            stack.extend(v)
-        elif kind is int and -_SAFE_INT < v < _SAFE_INT:
-            continue
-        else:
-            return False
-    return True
-
-
-def canonical_json_fast(value: Any) -> str:
-    """:func:`recstore.canonical.canonical_json`, via orjson for the (common) values where the
-    two provably agree; otherwise the exact implementation."""
-    if _orjson_is_canonical(value):
-        try:
-            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
-        except TypeError:  # lone surrogates
-            pass
-    return canonical_json(value)
-
-
-def sha256_canonical_fast(value: Any) -> str:
-    """SHA-256 hex of :func:`canonical_json_fast` (= ``recstore.canonical.sha256_canonical``)."""
-    return hashlib.sha256(canonical_json_fast(value).encode("utf-8")).hexdigest()
 
 
 # Stands in for one field while the rest of a record is canonicalized; random, so no record
@@ -94,7 +40,7 @@ def sha256_canonical_record(record: dict, key: str, element_canons: list[str]) -
     """``sha256_canonical(record)`` reusing the canonical JSON already computed for each element
     of ``record[key]`` (a list): the record is canonicalized with a placeholder for that list,
     which is then spliced in."""
-    text = canonical_json_fast({**record, key: _PLACEHOLDER})
+    text = canonical_json({**record, key: _PLACEHOLDER})
     spliced = text.replace(_PLACEHOLDER_JSON, "[" + ",".join(element_canons) + "]", 1)
     return hashlib.sha256(spliced.encode("utf-8")).hexdigest()
 

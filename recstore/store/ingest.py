@@ -24,10 +24,11 @@ from typing import Any, Protocol
 import duckdb
 import pyarrow as pa
 
+from recstore.canonical import canonical_json
 from recstore.errors import InputError
 from recstore.formats.aioc import json_type_name, validate_run_record
 from recstore.formats.events import Event, record_to_events
-from recstore.formats.jsontext import canonical_json_fast, dumps_json, sha256_canonical_record
+from recstore.formats.jsontext import dumps_json, sha256_canonical_record
 from recstore.formats.reader import RawInput
 from recstore.store.projection import PROJECTION_TABLES, RunContext, project_record
 from recstore.store.tables import insert_rows
@@ -325,7 +326,7 @@ class BatchWriter:
     ) -> str:
         run_id = record["runId"]
         key = run_key_for("aioc", run_id)
-        item_canons = [canonical_json_fast(item) for item in record["items"]]
+        item_canons = [canonical_json(item) for item in record["items"]]
         record_hash = sha256_canonical_record(record, "items", item_canons)
         current = self._current.get(key)
         if current is not None and current[0] == record_hash:

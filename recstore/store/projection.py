@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from recstore.canonical import canonical_json
 from recstore.formats.events import ARRAY_EVENT_TYPES, Event
-from recstore.formats.jsontext import canonical_json_fast, dumps_json
+from recstore.formats.jsontext import dumps_json
 from recstore.records import RecordAnalysis, analyze
 
 __all__ = ["PROJECTION_TABLES", "RunContext", "project_record"]
@@ -134,7 +135,7 @@ def project_record(
     analysis = analyze(record)
     items = record["items"]
     if item_canons is None:
-        item_canons = [canonical_json_fast(item) for item in items]
+        item_canons = [canonical_json(item) for item in items]
     items_hash, prefixes = _prefix_hashes(item_canons, analysis.scope.count)
     rows: dict[str, list[dict]] = {
         "runs": [_run_row(record, analysis, ctx, items_hash)],
