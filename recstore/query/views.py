@@ -35,6 +35,7 @@ PUBLIC_VIEWS: tuple[str, ...] = (
     "events",
     "comparisons",
     "comparison_pairs",
+    "comparison_unpaired",
     "replays",
     "replay_calls",
     "sweeps",
@@ -386,6 +387,10 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
     # layers' docs (docs/compare.md, docs/replay.md, docs/sweeps.md).
     "comparisons": ("Bulk comparisons: the filters, pairing rule and aggregate result.", {}),
     "comparison_pairs": ("One row per baseline/candidate pair of a comparison.", {}),
+    "comparison_unpaired": (
+        "Runs a comparison left unpaired (no key, no match) or found duplicated, with the reason.",
+        {},
+    ),
     "replays": ("Replays written by recstore: source run, mode, harness and tape stats.", {}),
     "replay_calls": ("Each tool execution of a stored replay: recorded, use_output, live or missing, "
                      "with the source item a recorded output came from.", {}),
