@@ -136,6 +136,12 @@ def test_lineage_pairs_replays_with_their_sources(corpus_store):
         ("baseline", "no_match"): 600 - len(per_source),
         ("candidate", "duplicate_paired"): sum(n for n in per_source.values() if n > 1),
     }
+    ((stored,),) = query_rows(
+        corpus_store,
+        "SELECT count(*) FROM comparison_unpaired "
+        f"WHERE comparison_id = {comparison.comparison_id}",
+    )
+    assert stored == len(comparison.unpaired)
     latest = bulk_compare(
         corpus_store, BASELINE, "tag.set = 'replay'", pair_by="lineage", record=False
     )
