@@ -31,6 +31,15 @@ def _unpaired_counts(comparison: Comparison) -> dict[str, int]:
     return counts
 
 
+def _divergence_kind(baseline_tool: str | None, candidate_tool: str | None) -> str:
+    """What differs at a first point of divergence."""
+    if baseline_tool is None:
+        return "call added"
+    if candidate_tool is None:
+        return "call removed"
+    return "arguments changed" if baseline_tool == candidate_tool else "other tool"
+
+
 def _headline(comparison: Comparison) -> list[str]:
     agg = comparison.aggregate
     pairs = agg["pairs"]
@@ -76,7 +85,8 @@ def render_text(comparison: Comparison) -> str:
         for d in div["byTools"][:5]:
             lines.append(
                 f"  {d['pairs']:>6}  {d['baseline_tool'] or '(none)'} → "
-                f"{d['candidate_tool'] or '(none)'}"
+                f"{d['candidate_tool'] or '(none)'} "
+                f"({_divergence_kind(d['baseline_tool'], d['candidate_tool'])})"
             )
     if agg["policyOutcomeChanges"]:
         lines += ["", "policy outcome changes (resource: baseline → candidate):"]
@@ -250,7 +260,12 @@ def render_html(comparison: Comparison) -> str:
         for p in agg["policyOutcomeChanges"]
     ]
     divergence = [
-        [d["baseline_tool"], d["candidate_tool"], d["pairs"]]
+        [
+            d["baseline_tool"] or "(none)",
+            d["candidate_tool"] or "(none)",
+            _divergence_kind(d["baseline_tool"], d["candidate_tool"]),
+            d["pairs"],
+        ]
         for d in agg["firstDivergence"]["byTools"]
     ]
     unpaired = [
@@ -278,7 +293,7 @@ def render_html(comparison: Comparison) -> str:
         f'<p class="meta">McNemar exact test on pass/fail flips: p = '
         f"{agg['mcnemar']['pValue']:.4g} ({escape(agg['mcnemar']['outcome'])})</p>",
         "<h2>First divergence in the tool-call sequence</h2>",
-        _table(["baseline tool", "candidate tool", "pairs"], divergence, {2})
+        _table(["baseline tool", "candidate tool", "change", "pairs"], divergence, {3})
         if divergence
         else '<p class="meta">none</p>',
         "<h2>Policy outcome changes</h2>",
