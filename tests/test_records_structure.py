@@ -653,22 +653,3 @@ def _twins(draw):
 def test_canonical_equal_agrees_with_canonical_json(pair):
     left, right = pair
     assert canonical_equal(left, right) == (canonical_json(left) == canonical_json(right))
-
-
-@pytest.mark.parametrize(
-    "module",
-    [
-        "recstore.records",
-        "recstore.records.toolcalls",
-        "recstore.records.compare",
-        "recstore.records.structure",
-        "recstore.records.render",
-        "recstore.formats.aioc",
-    ],
-)
-def test_docstring_examples_run(module):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0

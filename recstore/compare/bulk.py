@@ -1,12 +1,12 @@
 """Library entry points: :func:`bulk_compare` (thousands of pairs, set-based, recorded) and
 :func:`compare_stored` (two stored runs, the full aioc differences list).
 
-Example:
-    >>> from recstore.store import Store                                    # doctest: +SKIP
-    >>> c = bulk_compare(Store("runs.duckdb"), baseline="tag.set = 'baseline'",
-    ...                  candidate="tag.set = 'candidate'", pair_by="metadata.caseId")
-    >>> c.aggregate["flags"]["equal"], c.failed                            # doctest: +SKIP
-    ({'equal': 12, 'changed': 588}, False)
+Example (needs a store with both run sets)::
+
+    from recstore.store import Store
+    c = bulk_compare(Store("runs.duckdb"), baseline="tag.set = 'baseline'",
+                     candidate="tag.set = 'candidate'", pair_by="metadata.caseId")
+    c.aggregate["flags"]["equal"], c.failed   # ({'equal': 12, 'changed': 588}, False)
 """
 
 from __future__ import annotations
