@@ -27,6 +27,7 @@ __all__ = [
     "JSONParseError",
     "canonical_json",
     "js_number",
+    "json_type_name",
     "loads_strict",
     "sha256_canonical",
     "sha256_text",
@@ -228,6 +229,23 @@ def canonical_json(value: Any) -> str:
     out: list[str] = []
     _canon(value, out)
     return "".join(out)
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON name of a parsed value's type (``number``, ``array``, …), for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
 
 
 def sha256_text(text: str) -> str:

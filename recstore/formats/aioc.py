@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, with_config
 from typing_extensions import TypedDict
 
-from recstore.canonical import JSONParseError, loads_strict
+from recstore.canonical import JSONParseError, json_type_name, loads_strict
 from recstore.errors import InputError
 from recstore.records import compare_records
 
@@ -45,7 +45,6 @@ __all__ = [
     "ToolCallItem",
     "ToolCallOutputItem",
     "compare_files",
-    "json_type_name",
     "load_record_file",
     "validate_run_record",
 ]
@@ -225,23 +224,6 @@ _TYPE_NAMES = {
     "model_type": "object",
     "model_attributes_type": "object",
 }
-
-
-def json_type_name(value: Any) -> str:
-    """The JSON name of a parsed value's type (``number``, ``array``, …)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def _json_path(obj: Any, loc: tuple) -> str:

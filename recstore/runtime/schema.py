@@ -12,33 +12,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from recstore.canonical import json_type_name
 from recstore.runtime.errors import ArgumentValidationError
 
 __all__ = ["validate_arguments"]
 
 
-def _received_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _matches(value: Any, type_name: str) -> bool:
     if type_name == "integer":
-        return _received_type(value) == "number" and float(value).is_integer()
-    return _received_type(value) == type_name
+        return json_type_name(value) == "number" and float(value).is_integer()
+    return json_type_name(value) == type_name
 
 
 def _type_issue(expected: str, value: Any, path: list) -> dict:
-    received = _received_type(value)
+    received = json_type_name(value)
     if expected == "integer" and received == "number":
         received = "float"
     return {

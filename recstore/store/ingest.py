@@ -24,9 +24,9 @@ from typing import Any, Protocol
 import duckdb
 import pyarrow as pa
 
-from recstore.canonical import canonical_json
+from recstore.canonical import canonical_json, json_type_name
 from recstore.errors import InputError
-from recstore.formats.aioc import json_type_name, validate_run_record
+from recstore.formats.aioc import validate_run_record
 from recstore.formats.events import Event, record_to_events
 from recstore.formats.jsontext import dumps_json, sha256_canonical_record
 from recstore.formats.reader import RawInput
