@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED = REPO_ROOT.parent / "shared"
+SHARED = (REPO_ROOT.parent / "shared").resolve()  # the store records resolved source paths
 AIOC_FIXTURES = SHARED / "fixtures" / "aioc"
 CORPUS_DEV = AIOC_FIXTURES / "corpus-dev"
 AGENTUSE_DATA = SHARED / "fixtures" / "agentuse" / "data"
