@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -31,7 +32,7 @@ from recstore.formats.events import Event, record_to_events
 from recstore.formats.jsontext import dumps_json, sha256_canonical_record
 from recstore.formats.reader import RawInput
 from recstore.store.projection import PROJECTION_TABLES, RunContext, project_record
-from recstore.store.tables import insert_rows
+from recstore.store.tables import StagedInsert, insert_rows, stage_rows
 
 __all__ = [
     "BatchWriter",
@@ -172,7 +173,10 @@ class BatchWriter:
         tags: dict[str, str] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> None:
-        self.con = con
+        self._con = con
+        # the batch being committed in the background, and what made its commit fail
+        self._commit_thread: threading.Thread | None = None
+        self._commit_error: BaseException | None = None
         self.batch_size = batch_size
         self.tags_json = dumps_json(dict(tags or {}))
         self.ingest_id = str(uuid.uuid4())
@@ -201,6 +205,12 @@ class BatchWriter:
         )
         self._next_reject = self._max("SELECT max(reject_id) FROM rejects") + 1
         self._reset_batch()
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The writer connection, once no batch is being committed through it."""
+        self._wait_for_commit()
+        return self._con
 
     def _max(self, sql: str) -> int:
         value = self.con.execute(sql).fetchone()[0]
@@ -231,6 +241,8 @@ class BatchWriter:
             self.flush()
         finally:
             self._progress.close()
+            if self._commit_thread is not None:  # only after an error: let it end before closing
+                self._commit_thread.join()
         self.summary.seconds = time.monotonic() - start
         return self.summary
 
@@ -246,7 +258,7 @@ class BatchWriter:
             done = self.summary.accepted + self.summary.revised + self.summary.duplicate
             self._progress.update(done + self.summary.rejected)
             if self._stored_in_batch >= self.batch_size:
-                self.flush()
+                self._submit_batch()
         usable = counts.accepted + counts.revised + counts.duplicate
         status = "ok" if not counts.rejected else ("partial" if usable else "rejected")
         self._sources.append(
@@ -423,7 +435,19 @@ class BatchWriter:
     # -- committing ---------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Commit everything pending as one batch (one transaction); no-op when nothing is."""
+        """Commit everything pending as one batch (one transaction) and wait until it is
+        committed; no-op when nothing is pending."""
+        self._submit_batch()
+        self._wait_for_commit()
+
+    def _submit_batch(self) -> None:
+        """Hand the pending rows to a background thread that commits them as one batch.
+
+        DuckDB releases the GIL while it inserts and commits, so the next batch's records are
+        parsed and projected meanwhile (the machine has 2 cores). At most one batch is in flight
+        and it is a single transaction, so a killed process still leaves whole batches or nothing.
+        """
+        self._wait_for_commit()
         if not (self._events or self._rejects or self._sources):
             self._reset_batch()
             return
@@ -431,42 +455,73 @@ class BatchWriter:
         for rows in (self._events, self._streams, self._rejects, self._sources, self._lineage):
             for row in rows:
                 row["batch_id"] = batch_id
-        con = self.con
-        con.execute("BEGIN TRANSACTION")
-        try:
-            if self._replaced_in_db:
-                delete_projections(con, sorted(self._replaced_in_db))
-            insert_rows(con, "events", self._events, columns_cache=self._columns)
-            insert_rows(con, "streams", self._streams, columns_cache=self._columns)
-            for table in PROJECTION_TABLES:
-                insert_rows(
-                    con,
-                    table,
-                    [row for rows in self._projections.values() for row in rows[table]],
-                    columns_cache=self._columns,
-                )
-            insert_rows(con, "lineage_log", self._lineage, columns_cache=self._columns)
-            insert_rows(con, "rejects", self._rejects, columns_cache=self._columns)
-            insert_rows(con, "sources", self._sources, columns_cache=self._columns)
-            insert_rows(con, "batches", [self._batch_row(batch_id)], columns_cache=self._columns)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        self.summary.batches += 1
-        self._next_batch += 1
-        self._reset_batch()
-
-    def _batch_row(self, batch_id: int) -> dict[str, Any]:
-        return {
+        tables = [
+            ("events", self._events),
+            ("streams", self._streams),
+            *(
+                (table, [row for rows in self._projections.values() for row in rows[table]])
+                for table in PROJECTION_TABLES
+            ),
+            ("lineage_log", self._lineage),
+            ("rejects", self._rejects),
+            ("sources", self._sources),
+        ]
+        # Arrow conversion needs the GIL, so it happens here; the thread only runs DuckDB.
+        inserts = [
+            staged
+            for table, rows in tables
+            if (staged := stage_rows(self._con, table, rows, columns_cache=self._columns))
+        ]
+        batch_row = {
             "batch_id": batch_id,
             "ingest_id": self.ingest_id,
             "started_at": self._batch_started,
-            "committed_at": _now(),
             "tags": self.tags_json,
             "pid": os.getpid(),
             **self._batch_counts,
         }
+        replaced = sorted(self._replaced_in_db)
+        self._next_batch += 1
+        self._reset_batch()
+        self._commit_thread = threading.Thread(
+            target=self._commit_batch,
+            args=(inserts, batch_row, replaced),
+            name="recstore-batch-commit",
+        )
+        self._commit_thread.start()
+
+    def _wait_for_commit(self) -> None:
+        """Wait for the batch in flight (if any); re-raise what made its commit fail."""
+        thread = self._commit_thread
+        if thread is None:
+            return
+        thread.join()
+        self._commit_thread = None
+        error, self._commit_error = self._commit_error, None
+        if error is not None:
+            raise error
+
+    def _commit_batch(
+        self, inserts: list[StagedInsert], batch_row: dict[str, Any], replaced: list[str]
+    ) -> None:
+        con = self._con
+        try:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                if replaced:
+                    delete_projections(con, replaced)
+                for staged in inserts:
+                    staged.run(con)
+                batch_row["committed_at"] = _now()
+                insert_rows(con, "batches", [batch_row], columns_cache=self._columns)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        except BaseException as exc:  # re-raised in the ingesting thread by _wait_for_commit
+            self._commit_error = exc
+            return
+        self.summary.batches += 1
 
 
 def delete_projections(con: duckdb.DuckDBPyConnection, run_keys: list[str]) -> None:

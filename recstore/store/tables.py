@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
-__all__ = ["insert_rows", "table_columns"]
+__all__ = ["StagedInsert", "insert_rows", "stage_rows", "table_columns"]
 
 # \uD800-\uDBFF not followed by a low surrogate escape, or \uDC00-\uDFFF not preceded by a high one
 _LONE_SURROGATE_ESCAPE = re.compile(
@@ -30,6 +32,8 @@ _ARROW_TYPES = {
     "BOOLEAN": pa.bool_(),
     "BLOB": pa.binary(),
     "TIMESTAMP": pa.timestamp("us"),
+    "DOUBLE": pa.float64(),
+    "BIGINT[]": pa.list_(pa.int64()),
 }
 # Columns computed from other columns of the same row, as SQL over the staged table.
 _DERIVED = {
@@ -49,17 +53,27 @@ def _json_safe(text: str | None) -> str | None:
     return _LONE_SURROGATE_ESCAPE.sub("\\\\ufffd", text)
 
 
-def _arrow_array(values: list, arrow_type: pa.DataType | None) -> pa.Array:
-    try:
-        return pa.array(values, type=arrow_type)
-    except UnicodeEncodeError:  # a lone surrogate (valid JSON, not UTF-8) becomes U+FFFD
-        return pa.array([_utf8_safe(v) for v in values], type=arrow_type)
-
-
 def _utf8_safe(value: object) -> object:
     if isinstance(value, str):
         return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return value
+
+
+def _staged_table(rows: Sequence[dict], schema: pa.Schema, json_columns: list[int]) -> pa.Table:
+    """Rows -> Arrow in C (no per-cell Python lookups); the ``json_columns`` (positions) are made
+    :func:`_json_safe`, looking at each value in Python only when a column has an escape."""
+    try:
+        staged = pa.Table.from_pylist(rows, schema=schema)
+    except UnicodeEncodeError:  # a lone surrogate (valid JSON, not UTF-8) becomes U+FFFD
+        staged = pa.Table.from_pylist(
+            [{key: _utf8_safe(value) for key, value in row.items()} for row in rows], schema=schema
+        )
+    for i in json_columns:
+        values = staged.column(i)
+        if pc.any(pc.match_substring(values, "\\ud", ignore_case=True)).as_py():
+            fixed = pa.array([_json_safe(v) for v in values.to_pylist()], pa.string())
+            staged = staged.set_column(i, schema.field(i), fixed)
+    return staged
 
 
 def table_columns(
@@ -93,19 +107,32 @@ def _select_list(table: str, columns: list[tuple[str, str]]) -> tuple[list[str],
     return staged, select
 
 
-def insert_rows(
+class StagedInsert(NamedTuple):
+    """An INSERT ready to run: the statement and the Arrow table it reads as ``staged_rows``."""
+
+    statement: str
+    rows: pa.Table
+
+    def run(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Execute the insert on ``con`` (DuckDB releases the GIL while it runs)."""
+        staged_rows = self.rows  # noqa: F841 - read by DuckDB's replacement scan
+        con.execute(self.statement)
+
+
+def stage_rows(
     con: duckdb.DuckDBPyConnection,
     table: str,
     rows: Sequence[dict],
     catalog: str | None = None,
     columns_cache: dict | None = None,
-) -> None:
-    """Append ``rows`` (dicts keyed by column; missing keys are NULL) to ``table``.
+) -> StagedInsert | None:
+    """The insert of ``rows`` (dicts keyed by column; missing keys are NULL) into ``table``,
+    converted to Arrow but not run; None when there are no rows.
 
     ``columns_cache`` (a dict owned by the caller, valid while the schema does not change) saves
     one catalog query per call."""
     if not rows:
-        return
+        return None
     if columns_cache is None:
         columns = table_columns(con, table, catalog)
     else:
@@ -115,12 +142,26 @@ def insert_rows(
         columns = columns_cache[key]
     staged, select = _select_list(table, columns)
     types = dict(columns)
-    columns_data = {}
-    for name in staged:
-        values = [row.get(name) for row in rows]
-        if types[name] == "JSON":
-            values = [_json_safe(v) for v in values]
-        columns_data[name] = _arrow_array(values, _ARROW_TYPES.get(types[name]))
-    staged_rows = pa.table(columns_data)  # noqa: F841 - read by DuckDB's replacement scan below
+    unknown = [types[name] for name in staged if types[name] not in _ARROW_TYPES]
+    if unknown:
+        raise LookupError(f"insert_rows: no Arrow type for {table} column type(s) {unknown}")
+    schema = pa.schema((name, _ARROW_TYPES[types[name]]) for name in staged)
+    json_columns = [i for i, name in enumerate(staged) if types[name] == "JSON"]
     target = f'"{catalog}".main."{table}"' if catalog else f'"{table}"'
-    con.execute(f"INSERT INTO {target} SELECT {', '.join(select)} FROM staged_rows")
+    return StagedInsert(
+        f"INSERT INTO {target} SELECT {', '.join(select)} FROM staged_rows",
+        _staged_table(rows, schema, json_columns),
+    )
+
+
+def insert_rows(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    rows: Sequence[dict],
+    catalog: str | None = None,
+    columns_cache: dict | None = None,
+) -> None:
+    """Append ``rows`` to ``table`` now; see :func:`stage_rows`."""
+    staged = stage_rows(con, table, rows, catalog, columns_cache)
+    if staged is not None:
+        staged.run(con)
