@@ -77,7 +77,7 @@ def test_unknown_dialect_is_an_input_error():
 
 
 def test_cli_prints_dialect_sql_without_a_store(tmp_path):
-    result = run_cli("query", "visits.count() >= 3", "--dialect", "spark",
+    result = run_cli("query", "visits.count() >= 3 fields *", "--dialect", "spark",
                      db=tmp_path / "absent.duckdb")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == (

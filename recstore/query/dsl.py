@@ -7,9 +7,10 @@ known field.
 
 Grammar::
 
-    query      := [entity ["where"]] [condition] ["fields" operand ("," operand)*]
+    query      := [entity ["where"]] [condition] ["fields" ("*" | operand ("," operand)*)]
                   ["order" "by" operand ["asc"|"desc"] ("," ...)*] ["limit" INT]
     entity     := a public view name (default: runs)
+    -- without "fields" the entity's short default list is shown (views.DEFAULT_FIELDS)
     condition  := and_cond ("or" and_cond)*
     and_cond   := not_cond ("and" not_cond)*
     not_cond   := "not" not_cond | "(" condition ")" | predicate
@@ -24,9 +25,10 @@ Grammar::
 Example:
     >>> from datetime import datetime
     >>> from recstore.query.dsl import compile_dsl_tree
-    >>> compile_dsl_tree("status = 'failed' limit 5").sql("duckdb")
-    "SELECT runs.* FROM runs WHERE runs.status = 'failed' LIMIT 5"
-    >>> compile_dsl_tree("tool_calls.any(name = 'refund' and args.amount > 100)").sql("duckdb")
+    >>> compile_dsl_tree("status = 'failed' fields run_key, agent limit 5").sql("duckdb")
+    "SELECT runs.run_key, runs.agent FROM runs WHERE runs.status = 'failed' LIMIT 5"
+    >>> compile_dsl_tree("tool_calls.any(name = 'refund' and args.amount > 100) fields *").sql(
+    ...     "duckdb")
     "SELECT runs.* FROM runs WHERE EXISTS(SELECT 1 FROM tool_calls AS tc WHERE tc.run_key = runs.run_key AND (tc.name = 'refund' AND TRY_CAST(tc.arguments ->> '$.amount' AS DOUBLE) > 100))"
 """
 
@@ -68,7 +70,7 @@ _TOKEN = re.compile(
       | (?P<param>\$[A-Za-z_]\w*)
       | (?P<name>[A-Za-z_]\w*|`[^`]+`)
       | (?P<op><=|>=|!=|<>|=|<|>)
-      | (?P<punct>[(),.])""",
+      | (?P<punct>[(),.*])""",
     re.VERBOSE,
 )
 
@@ -188,8 +190,7 @@ class _Parser:
             self.fail("the store has no runs view")
         scope = _Scope(view, view.name)
         self.used_aliases.add(view.name)
-        select = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(scope.alias)))
-        select = select.from_(exp.to_table(view.name))
+        select = exp.select(*_default_fields(scope)).from_(exp.to_table(view.name))
         if not self.at("end") and not self.at_clause():
             select = select.where(self.condition(scope))
         if self.accept("keyword", "fields"):
@@ -214,6 +215,8 @@ class _Parser:
         return self.at("keyword") and self.tok.value in ("fields", "order", "limit")
 
     def fields(self, scope: _Scope) -> list[exp.Expression]:
+        if self.accept("punct", "*"):
+            return [_star(scope)]
         out = []
         while True:
             start = self.tok.start
@@ -527,6 +530,16 @@ def _timestamp(value: datetime) -> exp.Expression:
 def _unquote(token: str) -> str:
     quote = token[0]
     return token[1:-1].replace(quote * 2, quote)
+
+
+def _default_fields(scope: _Scope) -> list[exp.Expression]:
+    """The columns shown without a ``fields`` clause: the view's short list, else all."""
+    names = scope.view.default_fields
+    return [_col(scope.alias, n) for n in names] if names else [_star(scope)]
+
+
+def _star(scope: _Scope) -> exp.Column:
+    return exp.Column(this=exp.Star(), table=exp.to_identifier(scope.alias))
 
 
 def _col(table: str, name: str) -> exp.Column:

@@ -400,6 +400,52 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
+# The columns a DSL query shows when it has no ``fields`` clause (``fields *`` shows all): what a
+# person debugging runs wants first. Every run-scoped list starts with run_key, which
+# ``select_run_keys`` (compare and sweep selection) reads; a test keeps every name a real column.
+DEFAULT_FIELDS: dict[str, tuple[str, ...]] = {
+    "runs": ("run_key", "status", "agent", "model", "started", "duration_ms", "tool_call_count",
+             "error_name", "question"),
+    "items": ("run_key", "item_index", "type", "role", "name", "request_turn", "content"),
+    "tool_calls": ("run_key", "call_index", "name", "agent", "args_hash", "envelope_status",
+                   "request_turn"),
+    "requests": ("run_key", "request_index", "turn", "agent", "model", "message_count",
+                 "tool_count", "timestamp"),
+    "visits": ("run_key", "visit_index", "agent", "transition", "entered_after_turn",
+               "request_count"),
+    "policy_decisions": ("run_key", "decision_index", "turn", "decision", "resource_kind",
+                         "resource_name", "policy_version", "reason"),
+    "guardrail_decisions": ("run_key", "decision_index", "turn", "guardrail_name", "decision",
+                            "reason"),
+    "prompt_snapshots": ("run_key", "snapshot_index", "turn", "agent", "model", "prompt_version",
+                         "prompt_hash"),
+    "suspended_proposals": ("run_key", "proposal_index", "turn", "kind", "agent", "tool_name",
+                            "to_agent", "reason"),
+    "findings": ("run_key", "finding_index", "code", "message", "path"),
+    "lineage": ("child_run_key", "parent_run_key", "relation", "parent_run_id"),
+    "sources": ("source_id", "uri", "format", "status", "record_count", "accepted", "revised",
+                "duplicate", "rejected", "ingested_at"),
+    "batches": ("batch_id", "ingest_id", "committed_at", "accepted", "revised", "duplicate",
+                "rejected"),
+    "rejects": ("reject_id", "source_uri", "line", "reason", "path", "rejected_at"),
+    "events": ("seq", "stream_key", "revision", "type", "idx", "turn", "batch_id"),
+    "comparisons": ("comparison_id", "created_at", "baseline_filter", "candidate_filter",
+                    "pair_by", "pair_count", "failed_pairs", "classification"),
+    "comparison_pairs": ("comparison_id", "pair_index", "pair_key", "baseline_run_key",
+                         "candidate_run_key", "equal", "difference_count", "classification"),
+    "comparison_unpaired": ("run_key", "comparison_id", "side", "pair_key", "reason"),
+    "replays": ("replay_run_key", "source_run_key", "mode", "replay_status", "report_status",
+                "replayed_from_record", "missing_tool_calls", "live_fallback_calls"),
+    "replay_calls": ("replay_run_key", "call_index", "turn", "agent", "tool_name", "resolution"),
+    "sweeps": ("sweep_name", "run_count", "last_run_id", "last_started_at", "last_status",
+               "last_pass_count", "last_warn_count", "last_fail_count"),
+    "sweep_runs": ("sweep_run_id", "sweep_name", "started_at", "status", "case_count",
+                   "pass_count", "warn_count", "fail_count", "pending_count"),
+    "sweep_cases": ("sweep_run_id", "case_index", "source_run_key", "status", "replay_status",
+                    "source_status", "candidate_status", "duration_ms"),
+}
+
+
 @dataclass(frozen=True)
 class Column:
     """One typed column of a public view."""
@@ -416,6 +462,7 @@ class View:
     name: str
     description: str
     columns: tuple[Column, ...]
+    default_fields: tuple[str, ...] = ()  # columns a DSL query shows without ``fields``; () = all
 
     def column(self, name: str) -> Column | None:
         """The column called ``name`` (case-insensitive), if any."""
@@ -468,7 +515,7 @@ def catalog_from_connection(con: duckdb.DuckDBPyConnection) -> Catalog:
             columns.setdefault(table, []).append(Column(column, data_type, described))
     views = {
         name: View(name, VIEW_DOCS.get(name, ("",))[0] or comments.get(name) or "",
-                   tuple(columns[name]))
+                   tuple(columns[name]), DEFAULT_FIELDS.get(name, ()))
         for name in PUBLIC_VIEWS
         if name in columns
     }
