@@ -134,7 +134,8 @@ def run_demo(workdir: Path | None = None, n: int = 200, seed: int = 7,
                       "fields run_key, agent, error_name, started order by started desc limit 5")
     demo.run("query", "tool_calls where envelope_status = 'denied' "
                       "fields run_key, agent, name, envelope_code limit 5")
-    demo.run("query", "--explain", "tool_calls.any(name = 'refund' and args.amount > 100)")
+    demo.run("query", "--explain", "tool_calls.any(name = 'refund' and args.amount > 100) "
+                      "fields run_key, agent, started")
     demo.run("query", "@tool-usage-by-agent")
 
     demo.step("5. Compare the candidate corpus with the baseline in bulk, paired by caseId")
