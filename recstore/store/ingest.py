@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 import threading
 import time
@@ -159,6 +160,19 @@ class _SourceCounts:
     rejected: int = 0
 
 
+_MEMORY_LIMIT = re.compile(r"\d+(?:\.\d+)?\s*(?:[KMGT]i?B|B)\Z", re.IGNORECASE)
+
+
+def ingest_memory_limit() -> str:
+    """DuckDB's memory limit while ingesting: env ``RECSTORE_INGEST_MEMORY`` (e.g. ``1GB``),
+    default ``256MB``."""
+    value = os.environ.get("RECSTORE_INGEST_MEMORY", "").strip() or "256MB"
+    if not _MEMORY_LIMIT.match(value):
+        raise InputError(f"expected a size such as 512MB, got {value!r}",
+                         source="RECSTORE_INGEST_MEMORY")
+    return value
+
+
 def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
@@ -174,6 +188,9 @@ class BatchWriter:
         batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> None:
         self._con = con
+        # DuckDB would otherwise cache up to 80 % of RAM in written pages, so an ingest's memory
+        # grew with its input; this bound keeps it flat and cost no speed in bench_ingest.
+        con.execute(f"SET memory_limit = '{ingest_memory_limit()}'")
         # the batch being committed in the background, and what made its commit fail
         self._commit_thread: threading.Thread | None = None
         self._commit_error: BaseException | None = None
