@@ -790,7 +790,7 @@ class _RunBuilder:
         by_id = {sid: d for d, sid in ids.items()}
         ordered = self._order_sessions(root_dir, infos, ids, by_id)
         for dir_rel in ordered:
-            self._build_visit(dir_rel, infos[dir_rel], ids[dir_rel], by_id, ids)
+            self._build_visit(dir_rel, infos[dir_rel], ids[dir_rel], ids)
         self._link_children()
         self._link_artifacts()
         root = self.visits[0]
@@ -865,7 +865,7 @@ class _RunBuilder:
             return by_id[parent_id]
         return self.sessions[dir_rel].nested_parent_dir
 
-    def _build_visit(self, dir_rel: str, info: dict, sid: str, by_id: dict, ids: dict) -> None:
+    def _build_visit(self, dir_rel: str, info: dict, sid: str, ids: dict) -> None:
         s = self.sessions[dir_rel]
         dir_name = dir_rel.rsplit("/", 1)[-1]
         derived = bool(info.get("_derived"))
