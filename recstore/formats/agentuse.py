@@ -81,7 +81,6 @@ _SESSION_LEVEL_FILES = {
     "effect-wal.jsonl": "effect_wal",
     **_REPORT_FILES,
 }
-_TEXT_PART_TYPES = {"text", "reasoning"}
 
 
 @dataclass(frozen=True)
