@@ -443,19 +443,11 @@ def _store_tree(
         first_seq,
         last_seq,
     )
-    if current is not None and key not in writer._projections:
-        writer._replaced_in_db.add(key)
-    writer._projections[key] = project_run(run, ctx, seqs)
+    projection = project_run(run, ctx, seqs)
     for problem in run.problems:
         file = merged.get(problem.rel_path) or merged.get(problem.rel_path.rsplit(":", 1)[0])
         _reject(writer, source, source_id, problem, file, known_rejects, counts)
-    writer._stored_in_batch += 1
-    writer.summary.run_keys.append(key)
-    if revision == 1:
-        writer.summary.accepted += 1
-        return "accepted"
-    writer.summary.revised += 1
-    return "revised"
+    return writer._stage_projection(key, revision, projection)
 
 
 def split_paths(

@@ -397,12 +397,18 @@ class BatchWriter:
             first_seq=first_seq,
             last_seq=last_seq,
         )
-        if current is not None and key not in self._projections:
-            self._replaced_in_db.add(key)
-        self._projections[key] = project_record(record, ctx, events, item_canons)
+        projection = project_record(record, ctx, events, item_canons)
         for link in lineage:
             if link.get("child", run_id) in (run_id, key):
                 self._lineage.append(_lineage_row(link, key, revision, source_id))
+        return self._stage_projection(key, revision, projection)
+
+    def _stage_projection(self, key: str, revision: int, projection: dict[str, list[dict]]) -> str:
+        """Queue ``key``'s new projection for this batch and count the run as accepted (its first
+        revision) or revised; a run already in the database has its old rows replaced at commit."""
+        if revision > 1 and key not in self._projections:
+            self._replaced_in_db.add(key)
+        self._projections[key] = projection
         self._stored_in_batch += 1
         self.summary.run_keys.append(key)
         if revision == 1:
