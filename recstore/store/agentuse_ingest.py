@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ from recstore.formats.agentuse import (
 )
 from recstore.formats.events import Event, record_to_events
 from recstore.formats.jsontext import dumps_json, loads_json
+from recstore.store.ingest import _now, run_key_for
 from recstore.store.projection import RunContext, project_record
 
 __all__ = [
@@ -61,10 +61,6 @@ FILE_EVENT = "agentuse_file"
 FORMAT = "agentuse"
 # resumePayload keys that would let a reader act on a pending gate; never projected.
 _SECRET_KEYS = frozenset({"resumeToken", "approvalUrl", "signature"})
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def file_payload(f: TreeFile) -> str:
@@ -386,7 +382,7 @@ def _store_tree(
     known_rejects: set,
     counts: dict,
 ) -> str:
-    key = f"{FORMAT}:{tree.session_id}"
+    key = run_key_for(FORMAT, tree.session_id)
     current = writer._current.get(key)
     if current is not None and current[0] == tree_hash(tree.files):
         writer.summary.duplicate += 1  # fast path: every file as stored, nothing to read back
