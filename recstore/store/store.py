@@ -264,23 +264,24 @@ class Store:
 
 
 def _resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:
-    exact = con.execute(
+    """The stream key ``ref`` names: an exact run key or run id, else a unique prefix of one."""
+    matches = con.execute(
         "SELECT DISTINCT stream_key FROM streams WHERE stream_key = ? OR run_id = ?", [ref, ref]
     ).fetchall()
-    if len(exact) == 1:
-        return exact[0][0]
-    if not exact:
-        exact = con.execute(
+    if len(matches) == 1:
+        return matches[0][0]
+    if not matches:
+        matches = con.execute(
             "SELECT DISTINCT stream_key FROM streams "
             "WHERE starts_with(stream_key, ?) OR starts_with(run_id, ?) ORDER BY 1 LIMIT 6",
             [ref, ref],
         ).fetchall()
-    if not exact:
+    if not matches:
         raise NotFoundError(f"no stored run matches {ref!r}")
-    if len(exact) > 1:
-        shown = ", ".join(k for (k,) in exact[:5])
+    if len(matches) > 1:
+        shown = ", ".join(k for (k,) in matches[:5])
         raise InputError(f"{ref!r} matches several runs ({shown}, ...); give more of the id")
-    return exact[0][0]
+    return matches[0][0]
 
 
 def _project_log(
