@@ -14,6 +14,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from recstore.cli import cli
+from recstore.cli.existing_store import existing_store
 from recstore.cli.record_cmds import compare_options, echo_comparison
 from recstore.compare import (
     DUPLICATE_RULES,
@@ -24,16 +25,8 @@ from recstore.compare import (
     compare_stored,
 )
 from recstore.compare.report import render_html, render_text
-from recstore.errors import InputError, NotFoundError
+from recstore.errors import InputError
 from recstore.formats.aioc import load_record_file
-from recstore.store import Store
-
-
-def _store(ctx: click.Context) -> Store:
-    path = Path(ctx.obj["db"])
-    if not path.exists():
-        raise NotFoundError(f"store {path} does not exist; ingest records first or pass --db")
-    return Store(path)
 
 
 def _write_pairs(comparison, fmt: str, output: str) -> None:
@@ -131,7 +124,7 @@ def compare_cmd(
         if (fmt is None) != (output is None):
             raise InputError("--format and --output go together")
         comparison = bulk_compare(
-            _store(ctx),
+            existing_store(ctx),
             baseline,
             candidate,
             pair_by=pair_by,
@@ -166,7 +159,7 @@ def compare_cmd(
         )
     else:
         result = compare_stored(
-            _store(ctx),
+            existing_store(ctx),
             a,
             b,
             ignore=ignore,

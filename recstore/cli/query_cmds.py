@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 
 from recstore.cli import cli
-from recstore.errors import InputError, NotFoundError
+from recstore.cli.existing_store import existing_store
+from recstore.errors import InputError
 from recstore.query import (
     FORMATS,
     CompiledQuery,
@@ -25,16 +26,6 @@ from recstore.query import (
 from recstore.query.dialects import DIALECTS
 from recstore.query.output import ResultStream
 from recstore.query.views import Catalog, catalog_from_connection, schema_json, schema_text
-
-
-def _store(ctx: click.Context):
-    from recstore.store import Store
-
-    path = Path(ctx.obj["db"])
-    if not path.exists():
-        raise NotFoundError(f"store {path} does not exist; ingest records first "
-                            "(recstore ingest FILE...) or pass --db")
-    return Store(path)
 
 
 def _params(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -105,7 +96,7 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
 @contextlib.contextmanager
 def _store_result(ctx: click.Context, text: str, values: dict[str, str]
                   ) -> Iterator[ResultStream]:
-    with open_reader(_store(ctx)) as con:
+    with open_reader(existing_store(ctx)) as con:
         yield execute(con, _compile(text, values, catalog_from_connection(con)))
 
 
@@ -134,7 +125,7 @@ def queries_cmd(as_json: bool) -> None:
 def schema_cmd(ctx: click.Context, as_json: bool) -> None:
     """Print the queryable views with column types and descriptions."""
     if Path(ctx.obj["db"]).exists():
-        with _store(ctx).reader() as con:
+        with existing_store(ctx).reader() as con:
             catalog = catalog_from_connection(con)
     else:
         catalog = default_catalog()
@@ -157,7 +148,7 @@ def export_cmd(ctx: click.Context, directory: str, as_json: bool) -> None:
     """
     from recstore.query.export import export_views
 
-    summary = export_views(_store(ctx), directory)
+    summary = export_views(existing_store(ctx), directory)
     if as_json:
         click.echo(json.dumps({"directory": str(summary.directory), "rows": summary.rows,
                                "partitioned": summary.partitioned}, indent=2))

@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from recstore.cli import cli
-from recstore.errors import InputError, NotFoundError
+from recstore.cli.existing_store import existing_store
+from recstore.errors import InputError
 
 _EXAMPLE = """
 Examples:
@@ -24,15 +25,6 @@ Examples:
 
   recstore replay RUN --command 'node replayer.js' --match agentuse --command-timeout 120
 """
-
-
-def _store(ctx: click.Context):
-    from recstore.store import Store
-
-    path = Path(ctx.obj["db"])
-    if not path.exists():
-        raise NotFoundError(f"store {path} does not exist; ingest records first or pass --db")
-    return Store(path)
 
 
 def _provider_spec(kind, script, base_url, model, api_key_env, timeout, max_retries):
@@ -124,7 +116,7 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
         load_harness(harness_path)  # fail early, once, with the file's error
     provider = _provider_spec(provider_kind, script, base_url, model, api_key_env, timeout, max_retries)
     job = ReplayJob(str(Path(harness_path).resolve()) if harness_path else None, mode, input_mode, provider)
-    store = _store(ctx)
+    store = existing_store(ctx)
     if select_dsl is not None:
         from recstore.query import select_run_keys
 
@@ -175,5 +167,5 @@ def lineage_cmd(ctx, run, as_json):
     """Print the tree of runs derived from RUN (replays, replays of replays, continuations)."""
     from recstore.replay.lineage import lineage_tree, render_tree
 
-    tree = lineage_tree(_store(ctx), run)
+    tree = lineage_tree(existing_store(ctx), run)
     click.echo(json.dumps(tree, ensure_ascii=False, indent=2) if as_json else render_tree(tree))

@@ -9,16 +9,8 @@ from pathlib import Path
 import click
 
 from recstore.cli import cli
-from recstore.errors import InputError, NotFoundError
-
-
-def _store(ctx: click.Context, *, must_exist: bool = True):
-    from recstore.store import Store
-
-    path = Path(ctx.obj["db"])
-    if must_exist and not path.exists():
-        raise NotFoundError(f"store {path} does not exist; ingest records first or pass --db")
-    return Store(path)
+from recstore.cli.existing_store import existing_store
+from recstore.errors import InputError
 
 
 class _Progress:
@@ -80,7 +72,7 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
         spec = spec.model_copy(update={"workers": workers})
     progress = _Progress(f"sweep {spec.name}")
     try:
-        result = run_sweep(_store(ctx), spec, rerun=rerun, progress=progress,
+        result = run_sweep(existing_store(ctx), spec, rerun=rerun, progress=progress,
                            spec_path=Path(spec_path).resolve())
     finally:
         progress.close()
@@ -112,7 +104,7 @@ def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: in
     from recstore.sweep.spec import load_spec
 
     sweeps = [ScheduledSweep(load_spec(p), Path(p).resolve()) for p in spec_paths]
-    store = _store(ctx)
+    store = existing_store(ctx)
     scheduler = store_scheduler(store, sweeps, on_event=lambda event: click.echo(
         event.line(), err=event.kind == "error"))
     with scheduler_lock(store.path):
@@ -155,7 +147,7 @@ def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool) -> Non
     """
     from recstore.sweep.report import status_text, sweep_status
 
-    rows = sweep_status(_store(ctx), name)
+    rows = sweep_status(existing_store(ctx), name)
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
     elif not rows:
@@ -181,7 +173,7 @@ def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bo
     from recstore.sweep.report import sweep_report, write_report
     from recstore.sweep.runner import resolve_run_id
 
-    store = _store(ctx)
+    store = existing_store(ctx)
     run_id = resolve_run_id(store, run_ref)
     if as_json:
         click.echo(json.dumps(sweep_report(store, run_id), indent=2, default=str, ensure_ascii=False))
