@@ -55,7 +55,9 @@ def test_every_corpus_dev_baseline_record_reproduces():
 
 
 def test_every_corpus_dev_candidate_record_reproduces_too():
-    for source in read_ndjson_gz(CORPUS_DEV / "corpus-candidate.ndjson.gz"):
+    records = read_ndjson_gz(CORPUS_DEV / "corpus-candidate.ndjson.gz")
+    assert len(records) == 600  # an empty or truncated read would otherwise pass vacuously
+    for source in records:
         reproduce(source)
 
 
