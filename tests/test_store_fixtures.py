@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from datetime import datetime
 
 import pytest
 
@@ -138,7 +139,8 @@ def test_run_row_carries_counts_times_and_tags(store):
         1,
         1,
     )
-    assert started is not None and duration is not None and duration >= 0
+    # handoff-allow.json: startedAt 11:00:00.000Z, completedAt 11:00:30.000Z
+    assert (started, duration) == (datetime(2026, 1, 15, 11, 0, 0), 30_000)
     assert suite == "dev" and from_file
 
 
