@@ -2,9 +2,10 @@
 
 Layout: ``DIR/<view>/day=YYYY-MM-DD/data_0.parquet`` — hive-partitioned by the day the run
 started (``day=unknown`` when it has no start time) for ``runs`` and every view whose rows belong
-to a run; other views (sources, batches, ...) are one unpartitioned directory. Columns Spark
-cannot read are converted: UUID and JSON become strings, 128-bit and unsigned integers become
-DOUBLE / BIGINT. Reading back, ``day`` is an extra partition column.
+to a run; other views (sources, batches, ...) and empty views are one unpartitioned file.
+Columns Spark cannot read are converted: UUID, JSON, INTERVAL and TIME WITH TIME ZONE become
+strings, 128-bit integers DOUBLE, unsigned integers the next wider signed type (UBIGINT
+``DECIMAL(20, 0)``). Reading back, ``day`` is an extra partition column.
 """
 
 from __future__ import annotations
