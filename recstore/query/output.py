@@ -11,7 +11,7 @@ import base64
 import csv
 import shutil
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -39,7 +39,6 @@ class ResultStream:
     types: list[str]
     batches: Iterator[pa.RecordBatch]
     schema: pa.Schema | None = None
-    rows_written: int = field(default=0, init=False)
 
     def rows(self) -> Iterator[tuple]:
         """Rows as tuples of Python values, one batch in memory at a time."""
