@@ -1,7 +1,6 @@
 """``recstore compare``: two record files, two stored runs, or two run sets in bulk.
 
-This module registers the one ``compare`` command (before ``record_cmds`` would register its
-files-only version) and reuses that module's ``compare_options`` and ``echo_comparison``.
+Reuses ``record_cmds``' ``compare_options`` and ``echo_comparison`` for the one-pair output.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""``recstore inspect FILE`` and ``recstore compare A B``: one record file, or two, no store.
+"""``recstore inspect FILE``, and the options and output that every ``compare`` form shares.
 
-The compare command is registered only if no other module registered ``compare`` first, so the
-store/bulk comparison (``recstore.cli.compare_cmds``) can replace it with a command that covers
-files too, reusing :func:`compare_options` and :func:`echo_comparison`.
+``recstore compare`` itself (two files, two stored runs, or two run sets) lives in
+``recstore.cli.compare_cmds``, which reuses :func:`compare_options` and :func:`echo_comparison`.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from collections.abc import Callable
 import click
 
 from recstore.cli import cli
-from recstore.formats.aioc import compare_files, load_record_file
+from recstore.formats.aioc import load_record_file
 from recstore.records import SECTIONS, analyze
 from recstore.records.render import dumps_json, render_analysis, render_comparison
 
@@ -57,31 +56,3 @@ def echo_comparison(result: dict, as_json: bool, left_name: str, right_name: str
     """Print one aioc comparison result; return the exit status (0 equal, 1 different)."""
     click.echo(dumps_json(result) if as_json else render_comparison(result, left_name, right_name))
     return 0 if result["equal"] else 1
-
-
-@click.command("compare")
-@click.argument("a", type=click.Path(dir_okay=False, path_type=str))
-@click.argument("b", type=click.Path(dir_okay=False, path_type=str))
-@compare_options
-@click.pass_context
-def compare_record_files(
-    ctx: click.Context, a: str, b: str, as_json: bool, include: tuple, exclude: tuple
-) -> None:
-    """Compare two aioc RunRecord files exactly as aioc's compareRunRecords does.
-
-    Exit status 0 when equal, 1 when different, 2 on error (like diff). Sections: response,
-    toolCalls, policy, guardrails, metadata.
-
-    \b
-    Example:
-      recstore compare baseline.json candidate.json
-      recstore compare baseline.json candidate.json --json --exclude metadata
-    """
-    result = compare_files(
-        a, b, include_sections=list(include) or None, exclude_sections=list(exclude)
-    )
-    ctx.exit(echo_comparison(result, as_json, a, b))
-
-
-if "compare" not in cli.commands:
-    cli.add_command(compare_record_files)
