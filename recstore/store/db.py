@@ -14,15 +14,18 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 
 from recstore.errors import RecstoreError, StoreLockedError
 from recstore.resources import resource_dir
+
+T = TypeVar("T")
 
 __all__ = [
     "check_version",
@@ -66,22 +69,29 @@ def _is_lock_error(exc: duckdb.Error) -> bool:
     return "Could not set lock" in text or "Conflicting lock" in text
 
 
-def connect(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:
-    """Open ``path``, waiting up to ``lock_timeout`` seconds for another process's lock."""
+def _retry_while_locked(path: Path, lock_timeout: float, open_once: Callable[[], T]) -> T:
+    """``open_once()``, retried with backoff while another process holds the lock, for up to
+    ``lock_timeout`` seconds; then, or at once on any other IO error, a one-line store error."""
     deadline = time.monotonic() + max(lock_timeout, 0.0)
     delay = 0.02
     while True:
         try:
-            con = duckdb.connect(str(path), read_only=read_only)
+            return open_once()
         except duckdb.IOException as exc:
             if not _is_lock_error(exc) or time.monotonic() + delay > deadline:
                 raise _open_error(path, exc, lock_timeout) from None
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
-            continue
-        # DuckDB draws its own progress bar on long statements; recstore's output stays its own
-        con.execute("SET enable_progress_bar = false")
-        return con
+
+
+def connect(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:
+    """Open ``path``, waiting up to ``lock_timeout`` seconds for another process's lock."""
+    con = _retry_while_locked(
+        path, lock_timeout, lambda: duckdb.connect(str(path), read_only=read_only)
+    )
+    # DuckDB draws its own progress bar on long statements; recstore's output stays its own
+    con.execute("SET enable_progress_bar = false")
+    return con
 
 
 def _open_error(path: Path, exc: duckdb.Error, lock_timeout: float) -> RecstoreError:
@@ -102,19 +112,17 @@ def connect_attached(
     as ``alias`` and selected with USE, so unqualified names read the store."""
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
-    deadline = time.monotonic() + max(lock_timeout, 0.0)
-    delay = 0.02
-    while True:
-        try:
-            con.execute(f"ATTACH ? AS {alias} (READ_ONLY)", [str(path)])
-            con.execute(f"USE {alias}")
-            return con
-        except duckdb.IOException as exc:
-            if not _is_lock_error(exc) or time.monotonic() + delay > deadline:
-                con.close()
-                raise _open_error(path, exc, lock_timeout) from None
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+
+    def attach() -> duckdb.DuckDBPyConnection:
+        con.execute(f"ATTACH ? AS {alias} (READ_ONLY)", [str(path)])
+        con.execute(f"USE {alias}")
+        return con
+
+    try:
+        return _retry_while_locked(path, lock_timeout, attach)
+    except BaseException:
+        con.close()
+        raise
 
 
 def stored_version(con: duckdb.DuckDBPyConnection) -> int:
