@@ -188,6 +188,8 @@ def compare_records(
     Returns ``{equal, summary, metrics, differences}`` with aioc's key names and difference order.
     Metrics are computed whatever the sections; a summary flag stays true when its section is not
     compared. ``include_sections=[]`` compares nothing (always equal), unlike ``None`` (all).
+    The response text is compared only when ``response_match_mode`` is ``"exact"`` (aioc's one
+    mode); any other value skips it, as aioc does.
     """
     sections = resolve_sections(include_sections, exclude_sections)
     differences: list[dict] = []
