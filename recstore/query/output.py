@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import base64
 import csv
+import itertools
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -126,7 +127,7 @@ def _write_table(result: ResultStream, out: IO[str], tty: bool) -> int:
     out.write(_table_line(result.columns, widths, [False] * len(widths)) + "\n")
     out.write("  ".join("-" * w for w in widths) + "\n")
     count = 0
-    for row in _chain(sample, rows):
+    for row in itertools.chain(sample, rows):
         out.write(_table_line([_text(v) for v in row], widths, numeric) + "\n")
         count += 1
     out.write(f"({count} row{'s' if count != 1 else ''})\n")
@@ -190,11 +191,6 @@ def _write_parquet(result: ResultStream, path: Path) -> int:
         if writer is not None:
             writer.close()
     return count
-
-
-def _chain(first: Iterable[tuple], rest: Iterator[tuple]) -> Iterator[tuple]:
-    yield from first
-    yield from rest
 
 
 _WRITERS = {"json": _write_json, "ndjson": _write_ndjson, "csv": _write_csv,
