@@ -51,3 +51,21 @@ def aioc_records() -> dict[str, dict]:
 def expected_aioc() -> dict:
     """aioc's own outputs for the 13 records."""
     return json.loads((AIOC_FIXTURES / "expected-aioc-0.2.8.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def fixture_store(tmp_path_factory: pytest.TempPathFactory):
+    """One store of the 13 fixture records and corpus-dev (with its replays), built once per
+    session (~5 s) for every test module that queries it."""
+    from .query_support import build_store  # query_support imports this module's constants
+
+    return build_store(tmp_path_factory.mktemp("query-store") / "runs.duckdb")
+
+
+def reverse_key_order(value):
+    """The same JSON value with every object's keys in reverse order."""
+    if isinstance(value, dict):
+        return {k: reverse_key_order(value[k]) for k in reversed(list(value))}
+    if isinstance(value, list):
+        return [reverse_key_order(v) for v in value]
+    return value

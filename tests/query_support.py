@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import duckdb
-import pytest
 
 from recstore.store import Store
 
@@ -31,17 +30,6 @@ def build_store(path: Path) -> Store:
         replays = [json.loads(line)["replayRunRecord"] for line in fh if line.strip()]
     store.ingest_records(replays, source_uri="corpus-replays")
     return store
-
-
-_SHARED: dict[str, Store] = {}
-
-
-def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    """One fixture store for every query test module of the session (built once, ~5 s); the
-    modules wrap this in their own session fixture."""
-    if "store" not in _SHARED:
-        _SHARED["store"] = build_store(tmp_path_factory.mktemp("query-store") / "runs.duckdb")
-    return _SHARED["store"]
 
 
 def run_cli(*args: str, db: Path | None = None, cwd: Path | None = None

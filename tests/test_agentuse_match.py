@@ -25,7 +25,7 @@ from recstore.replay.agentuse_match import (
     snapshot_references,
 )
 
-from .conftest import AGENTUSE_DATA
+from .conftest import AGENTUSE_DATA, reverse_key_order
 
 SID = "01M8PCRENAD8M1WA7TYT0KGN5Y"
 MID = "01M8PCRENBTSEY3HPRJDSV1DFA"
@@ -218,21 +218,13 @@ _json = st.recursive(
 )
 
 
-def _reorder(value):
-    if isinstance(value, dict):
-        return {k: _reorder(value[k]) for k in reversed(list(value))}
-    if isinstance(value, list):
-        return [_reorder(v) for v in value]
-    return value
-
-
 @settings(max_examples=150, deadline=None)
 @given(
     st.dictionaries(st.text(max_size=4).filter(lambda k: k != "intent"), _json, max_size=5),
     st.text(max_size=5),
 )
 def test_property_key_ignores_key_order_and_top_level_intent(args, intent):
-    assert match_key("t", args, "/r") == match_key("t", {"intent": intent, **_reorder(args)}, "/r")
+    assert match_key("t", args, "/r") == match_key("t", {"intent": intent, **reverse_key_order(args)}, "/r")
 
 
 @settings(max_examples=100, deadline=None)

@@ -15,17 +15,11 @@ from recstore.query.views import (
     catalog_from_connection,
     default_catalog,
 )
-from recstore.store import Store
 
 from .conftest import REPO_ROOT
-from .query_support import shared_store
 
 _DOC_ROW = re.compile(r"^\| `(?P<view>\w+)` \| (?P<columns>[\w, ]+) \|$", re.MULTILINE)
 
-
-@pytest.fixture(scope="session")
-def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    return shared_store(tmp_path_factory)
 
 
 def test_every_view_has_default_fields_that_are_real_columns():

@@ -16,16 +16,12 @@ from recstore.query import select_run_keys as select_keys
 from recstore.store import Store
 
 from .conftest import REPO_ROOT
-from .query_support import DOCS_NOW_TEXT, shared_store
+from .query_support import DOCS_NOW_TEXT
 
 DOCS = REPO_ROOT / "docs" / "queries.md"
 DOCS_NOW = datetime.fromisoformat(DOCS_NOW_TEXT)
 _PAIR = re.compile(r"```dsl\n(?P<dsl>.*?)\n```\s*```sql\n(?P<sql>.*?)\n```", re.DOTALL)
 
-
-@pytest.fixture(scope="session")
-def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    return shared_store(tmp_path_factory)
 
 
 def documented_examples() -> list[tuple[str, str]]:

@@ -12,9 +12,8 @@ from hypothesis import strategies as st
 
 from recstore.errors import InputError
 from recstore.query import compile_query, open_reader, run_query
-from recstore.store import Store
 
-from .query_support import run_cli, shared_store, store_fingerprint
+from .query_support import run_cli, store_fingerprint
 
 # {out} is a scratch directory: nothing may appear in it.
 HOSTILE = [
@@ -82,10 +81,6 @@ HOSTILE = [
     "USE memory",
 ]
 
-
-@pytest.fixture(scope="session")
-def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    return shared_store(tmp_path_factory)
 
 
 def test_enough_hostile_inputs():

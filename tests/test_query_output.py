@@ -18,15 +18,11 @@ from recstore.errors import InputError
 from recstore.query import ResultStream, run_query, write_result
 from recstore.store import Store
 
-from .query_support import run_cli, shared_store
+from .query_support import run_cli
 
 QUERY = ("SELECT run_key, status, duration_ms, started, metadata FROM runs "
          "WHERE metadata IS NOT NULL ORDER BY run_key LIMIT 25")
 
-
-@pytest.fixture(scope="session")
-def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    return shared_store(tmp_path_factory)
 
 
 def _expected(store: Store) -> list[tuple]:

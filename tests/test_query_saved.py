@@ -15,15 +15,11 @@ from recstore.query.saved import parse_saved
 from recstore.store import Store
 
 from .conftest import REPO_ROOT
-from .query_support import run_cli, shared_store
+from .query_support import run_cli
 
 STARTERS = {"failed-runs-by-error", "tool-usage-by-agent", "denied-actions-by-policy-version",
             "handoff-paths", "replays-diverged", "slowest-runs", "guardrail-trips"}
 
-
-@pytest.fixture(scope="session")
-def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    return shared_store(tmp_path_factory)
 
 
 def _run(store: Store, name: str, **values: str) -> list[tuple]:

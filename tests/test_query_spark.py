@@ -22,7 +22,7 @@ from recstore.query.spark import INSTALL_HINT, run_on_spark, spark_missing_reaso
 from recstore.store import Store
 
 from .conftest import REPO_ROOT
-from .query_support import DOCS_NOW_TEXT, shared_store
+from .query_support import DOCS_NOW_TEXT
 
 # DSL queries that exercise the DSL → Spark SQL path beyond the saved set.
 DSL_CONFORMANCE = [
@@ -34,10 +34,6 @@ DSL_CONFORMANCE = [
     "status = 'failed' and started > -60d fields run_key, error_name",
 ]
 
-
-@pytest.fixture(scope="session")
-def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    return shared_store(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

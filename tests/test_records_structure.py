@@ -21,6 +21,8 @@ from recstore.records import (
 )
 from recstore.records.compare import canonical_equal
 
+from .conftest import reverse_key_order
+
 
 def _visit_summary(record: dict) -> list[tuple]:
     return [(v.agent, v.entered_after_turn, v.via_call_id, v.turns) for v in visits(record)]
@@ -541,15 +543,6 @@ def records(draw):
     return rec
 
 
-def _reorder(value):
-    """The same JSON value with every object's keys in reverse order."""
-    if isinstance(value, dict):
-        return {k: _reorder(value[k]) for k in reversed(list(value))}
-    if isinstance(value, list):
-        return [_reorder(v) for v in value]
-    return value
-
-
 @settings(max_examples=150, deadline=None)
 @given(records())
 def test_compare_with_itself_is_equal(rec):
@@ -569,9 +562,9 @@ def test_empty_include_is_always_equal(a, b):
 @given(records(), records())
 def test_compare_and_extract_ignore_key_order(a, b):
     assert canonical_json(compare_records(a, b)) == canonical_json(
-        compare_records(_reorder(a), _reorder(b))
+        compare_records(reverse_key_order(a), reverse_key_order(b))
     )
-    assert canonical_json(extract_tool_calls(a)) == canonical_json(extract_tool_calls(_reorder(a)))
+    assert canonical_json(extract_tool_calls(a)) == canonical_json(extract_tool_calls(reverse_key_order(a)))
 
 
 @settings(max_examples=150, deadline=None)
