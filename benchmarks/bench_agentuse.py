@@ -1,7 +1,7 @@
 """Throughput of agentuse tree ingest: parse-only, first ingest, unchanged re-scan, re-scan with
 a tenth of the sessions changed.
 
-The corpus is the v0.15 fixture tree (../shared/fixtures/agentuse) cloned into N sessions with
+The corpus is the v0.15 fixture tree (tests/fixtures/agentuse) cloned into N sessions with
 fresh ULIDs and extra tool parts. The baseline measured in the same run is reading every file
 and parsing it with ``json.loads`` — the least any ingester must do — and every figure is
 printed with its ratio to it.
@@ -21,7 +21,7 @@ from pathlib import Path
 from recstore.formats.agentuse import assemble_run, scan_tree
 from recstore.store.store import Store
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "agentuse" / "data"
+FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "agentuse" / "data"
 SESSION_DIR = "agentuse/project/712ea0cee5443fb9/session"
 ROOT_ID = "01M8PCRENAD8M1WA7TYT0KGN5Y"
 CHILD_ID = "01M8PCRENWQ1KKA1T2JG6FN25X"

@@ -2,7 +2,7 @@
 validate_run_record over >= 10,000 baseline/candidate pairs.
 
 Pairs come from ``recstore.synth`` when it exists, otherwise from perturbed copies of the
-corpus-dev fixture pairs (../shared/fixtures). The baseline measured in the same run is hashing
+corpus-dev fixture pairs (tests/fixtures). The baseline measured in the same run is hashing
 both records of a pair (``sha256_canonical``), the cheapest thing that reads every value once;
 each figure is printed with its ratio to it.
 
@@ -23,7 +23,7 @@ from recstore.canonical import sha256_canonical
 from recstore.formats.aioc import validate_run_record
 from recstore.records import analyze, compare_records, extract_tool_calls
 
-CORPUS_DEV = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "aioc" / "corpus-dev"
+CORPUS_DEV = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "aioc" / "corpus-dev"
 
 
 def _read(path: Path) -> list[dict]:

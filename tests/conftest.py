@@ -1,4 +1,5 @@
-"""Shared test helpers: where the read-only fixtures live (never copied into the repo)."""
+"""Shared test helpers: where the fixtures live (tests/fixtures/: data written by aioc 0.2.8 and
+agentuse v0.15.0 themselves, copied into the repository so a clone stands alone)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED = (REPO_ROOT.parent / "shared").resolve()  # the store records resolved source paths
-AIOC_FIXTURES = SHARED / "fixtures" / "aioc"
+FIXTURES = (REPO_ROOT / "tests" / "fixtures").resolve()  # the store records resolved source paths
+AIOC_FIXTURES = FIXTURES / "aioc"
 CORPUS_DEV = AIOC_FIXTURES / "corpus-dev"
-AGENTUSE_DATA = SHARED / "fixtures" / "agentuse" / "data"
+AGENTUSE_DATA = FIXTURES / "agentuse" / "data"
 
 # The 13 records that expected-aioc-0.2.8.json covers.
 AIOC_RECORD_NAMES = [
