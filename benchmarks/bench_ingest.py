@@ -1,11 +1,19 @@
-"""Ingest throughput of ``recstore ingest`` against DuckDB's own ``read_json`` of the same file.
+"""Ingest against DuckDB's own reader of the same NDJSON: time, memory and bytes, at several sizes.
 
-The corpus is NDJSON of N realistic RunRecords: ``recstore.synth`` generates up to 2,000
-distinct records, repeated with fresh runIds up to N. The floor measured in the same run is
-DuckDB reading that file into one table (``CREATE TABLE ... AS SELECT * FROM read_json(...)``),
-the least any loader must do. Each phase runs in its own process so its peak RSS is its own.
+The corpus is NDJSON of N realistic RunRecords from ``recstore.synth`` (2,000 distinct records
+repeated with fresh runIds up to N). The floor, measured in the same run, is DuckDB loading the
+same file into one table, the least any loader must do::
 
-Run: python benchmarks/bench_ingest.py [--n 100000] [--batch-size 2000] [--profile 2000]
+    CREATE TABLE runs AS SELECT json->>'runId' id, json->>'status' status,
+        json->>'agentName' agentName, json->>'startedAt' startedAt, json AS raw
+    FROM read_ndjson_objects(file);  CHECKPOINT
+
+Each phase runs in its own process (its peak RSS and CPU time are its own: user + system, all
+threads, and child processes), floor and recstore interleaved ``--repeat`` times; medians are
+printed. Ratios are recstore throughput / floor throughput (>= 0.5 is the aim) and recstore
+file / floor file (<= 2 is the aim).
+
+Run: python benchmarks/bench_ingest.py [--sizes 6000,60000,200000] [--repeat 3] [--profile N]
 """
 
 from __future__ import annotations
@@ -13,8 +21,10 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,58 +53,55 @@ def write_corpus(path: Path, n: int) -> None:
             fh.write("\n")
 
 
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def phase_read_json(corpus: Path, db: Path) -> dict:
-    import duckdb
-
-    con = duckdb.connect(str(db))
-    start = time.perf_counter()
-    try:
-        con.execute(
-            "CREATE TABLE runs AS SELECT * FROM read_json(?, format = 'newline_delimited')",
-            [str(corpus)],
-        )
-        how = "read_json (inferred typed columns)"
-    except (duckdb.Error, duckdb.InvalidInputException):  # inference can refuse odd corpora; then one JSON column per record
-        con.execute(
-            "CREATE OR REPLACE TABLE runs AS SELECT * FROM read_ndjson_objects(?)", [str(corpus)]
-        )
-        how = "read_ndjson_objects (one JSON column)"
-    con.execute("CHECKPOINT")
-    seconds = time.perf_counter() - start
-    rows = con.execute("SELECT count(*) FROM runs").fetchone()[0]
-    con.close()
-    return {"seconds": seconds, "rows": rows, "rss_mb": _peak_rss_mb(), "how": how}
-
-
-def phase_ingest(corpus: Path, db: Path, batch_size: int) -> dict:
-    from recstore.store import Store
-
-    store = Store(db)
-    start = time.perf_counter()
-    summary = store.ingest([str(corpus)], batch_size=batch_size)
-    seconds = time.perf_counter() - start
+def _usage() -> dict:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
-        "seconds": seconds,
-        "rows": summary.accepted,
-        "rejected": summary.rejected,
-        "rss_mb": _peak_rss_mb(),
+        "cpu": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime,
+        "rss_mb": max(own.ru_maxrss, kids.ru_maxrss) / 1024,
     }
 
 
-def profile_ingest(corpus: Path, db: Path, batch_size: int) -> None:
+def phase_floor(corpus: Path, db: Path) -> dict:
+    import duckdb
+
+    start = time.perf_counter()
+    con = duckdb.connect(str(db))
+    con.execute(
+        "CREATE TABLE runs AS SELECT json->>'runId' id, json->>'status' status, "
+        "json->>'agentName' agentName, json->>'startedAt' startedAt, json AS raw "
+        "FROM read_ndjson_objects(?)",
+        [str(corpus)],
+    )
+    con.execute("CHECKPOINT")
+    rows = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+    con.close()
+    return {"seconds": time.perf_counter() - start, "rows": rows, **_usage()}
+
+
+def phase_ingest(corpus: Path, db: Path) -> dict:
+    from recstore.store import Store
+
+    start = time.perf_counter()
+    summary = Store(db).ingest([str(corpus)])
+    return {
+        "seconds": time.perf_counter() - start,
+        "rows": summary.accepted,
+        "rejected": summary.rejected,
+        **_usage(),
+    }
+
+
+def profile_ingest(corpus: Path, db: Path) -> None:
     """Where the time goes: the top functions by own time for one ingest."""
     from recstore.store import Store
 
     profiler = cProfile.Profile()
     profiler.enable()
-    Store(db).ingest([str(corpus)], batch_size=batch_size)
+    Store(db).ingest([str(corpus)])
     profiler.disable()
     stats = pstats.Stats(profiler, stream=sys.stdout)
-    stats.sort_stats("tottime").print_stats(15)
+    stats.sort_stats("tottime").print_stats(25)
 
 
 def _child(args: list[str]) -> dict:
@@ -104,55 +111,82 @@ def _child(args: list[str]) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def _run(phase: str, corpus: Path, db: Path) -> dict:
+    for path in (db, db.with_suffix(db.suffix + ".wal")):
+        path.unlink(missing_ok=True)
+    result = _child(["--phase", phase, "--corpus", str(corpus), "--db", str(db)])
+    result["bytes"] = db.stat().st_size
+    db.unlink()
+    return result
+
+
+def _median(results: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in results)
+
+
+def measure(work: Path, n: int, repeat: int) -> dict:
+    corpus = work / f"corpus-{n}.ndjson"
+    write_corpus(corpus, n)
+    floor, ours = [], []
+    for _ in range(repeat):  # interleaved: a noisy neighbour hits both
+        floor.append(_run("floor", corpus, work / "floor.duckdb"))
+        ours.append(_run("ingest", corpus, work / "store.duckdb"))
+    corpus_bytes = corpus.stat().st_size
+    corpus.unlink()
+    assert all(r["rows"] == n for r in ours), "recstore did not store every record"
+    row = {"n": n, "ndjson_mb": corpus_bytes / 1e6}
+    for name, results in (("floor", floor), ("recstore", ours)):
+        for key in ("seconds", "cpu", "rss_mb", "bytes"):
+            row[f"{name}_{key}"] = _median(results, key)
+    row["wall_ratio"] = row["floor_seconds"] / row["recstore_seconds"]
+    row["cpu_ratio"] = row["floor_cpu"] / row["recstore_cpu"]
+    row["bytes_ratio"] = row["recstore_bytes"] / row["floor_bytes"]
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=100_000, help="records in the corpus")
-    parser.add_argument("--batch-size", type=int, default=2000)
+    parser.add_argument("--sizes", default="6000,60000", help="comma-separated record counts")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved runs per size")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
-                        help="also profile an ingest of the first N records")
-    parser.add_argument("--phase", choices=["read_json", "ingest"], help=argparse.SUPPRESS)
+                        help="also profile an ingest of N records")
+    parser.add_argument("--phase", choices=["floor", "ingest"], help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
-    if args.phase == "read_json":
-        print(json.dumps(phase_read_json(args.corpus, args.db)))
-        return
-    if args.phase == "ingest":
-        print(json.dumps(phase_ingest(args.corpus, args.db, args.batch_size)))
+    if args.phase:
+        phase = phase_floor if args.phase == "floor" else phase_ingest
+        print(json.dumps(phase(args.corpus, args.db)))
         return
 
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"ingest vs DuckDB read_ndjson_objects (medians of {args.repeat} interleaved runs, "
+          f"{os.cpu_count()} cores)")
+    header = (f"{'records':>8} {'NDJSON MB':>9} | {'rec/s':>7} {'floor rec/s':>11} "
+              f"{'wall ratio':>10} {'CPU ratio':>9} | {'B/run':>6} {'floor B/run':>11} "
+              f"{'bytes ratio':>11} | {'peak RSS MB':>11} {'floor RSS':>9}")
+    print(header)
+    print("-" * len(header))
+    rows = []
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
-        work = Path(tmp)
-        corpus = work / "corpus.ndjson"
-        start = time.perf_counter()
-        write_corpus(corpus, args.n)
-        size_mb = corpus.stat().st_size / 1e6
-        print(f"corpus: {args.n:,} records, {size_mb:,.1f} MB NDJSON "
-              f"(generated in {time.perf_counter() - start:.1f}s)")
-
-        floor = _child(["--phase", "read_json", "--corpus", str(corpus), "--db",
-                        str(work / "floor.duckdb")])
-        ours = _child(["--phase", "ingest", "--corpus", str(corpus), "--db",
-                       str(work / "store.duckdb"), "--batch-size", str(args.batch_size)])
-        floor_rate = floor["rows"] / floor["seconds"]
-        our_rate = ours["rows"] / ours["seconds"]
-        print(f"floor  DuckDB {floor['how']}: {floor['seconds']:.2f}s, "
-              f"{floor_rate:,.0f} records/s, {size_mb / floor['seconds']:,.1f} MB/s, "
-              f"peak RSS {floor['rss_mb']:,.0f} MB")
-        print(f"recstore ingest (batch {args.batch_size}): {ours['seconds']:.2f}s, "
-              f"{our_rate:,.0f} records/s, {size_mb / ours['seconds']:,.1f} MB/s, "
-              f"peak RSS {ours['rss_mb']:,.0f} MB, rejected {ours['rejected']}")
-        print(f"ratio recstore/read_json: {our_rate / floor_rate:.3f} "
-              f"(peak RSS ratio {ours['rss_mb'] / floor['rss_mb']:.2f})")
-
+        for n in sizes:
+            r = measure(Path(tmp), n, args.repeat)
+            rows.append(r)
+            print(f"{n:>8,} {r['ndjson_mb']:>9,.0f} | {n / r['recstore_seconds']:>7,.0f} "
+                  f"{n / r['floor_seconds']:>11,.0f} {r['wall_ratio']:>10.2f} "
+                  f"{r['cpu_ratio']:>9.2f} | {r['recstore_bytes'] / n:>6,.0f} "
+                  f"{r['floor_bytes'] / n:>11,.0f} {r['bytes_ratio']:>11.2f} | "
+                  f"{r['recstore_rss_mb']:>11,.0f} {r['floor_rss_mb']:>9,.0f}", flush=True)
+        if len(rows) > 1:
+            first, last = rows[0], rows[-1]
+            change = (last["n"] / last["recstore_seconds"]) / (first["n"] / first["recstore_seconds"])
+            print(f"throughput {last['n']:,} vs {first['n']:,} records: {change:.2f}x")
         if args.profile:
-            sample = work / "sample.ndjson"
-            with open(corpus, encoding="utf-8") as src, open(sample, "w", encoding="utf-8") as dst:
-                for _, line in zip(range(args.profile), src, strict=False):
-                    dst.write(line)
+            corpus = Path(tmp) / "profile.ndjson"
+            write_corpus(corpus, args.profile)
             print(f"\nprofile of ingesting {args.profile:,} records (top functions by own time):")
-            profile_ingest(sample, work / "profile.duckdb", args.batch_size)
+            profile_ingest(corpus, Path(tmp) / "profile.duckdb")
 
 
 if __name__ == "__main__":

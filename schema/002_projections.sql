@@ -1,23 +1,31 @@
 -- recstore schema 002: projections of the event log (current revision of every stream).
 -- Maintained in the same transaction as each append; `recstore rebuild` recomputes them from the
--- events alone and `recstore verify` checks that a rebuild reproduces them. Every row carries
--- run_key (= events.stream_key) and, where it comes from one event, that event's seq.
--- Times are TIMESTAMP in UTC; the original strings are kept in the *_text columns.
+-- events alone and `recstore verify` checks that a rebuild reproduces them.
+--
+-- Each projection is a physical table proj_<name> holding what is small and typed (ids,
+-- indexes, names, statuses, times, counts, comparison keys) and a public view <name> that adds
+-- what the event log already holds (item JSON, outputs, hashes written in the record, whole
+-- payloads), read from the event the row came from (event_seq). So every text of a record is
+-- stored once, in the log, apart from a few short ones queries filter on constantly (question,
+-- response, error message, metadata, tool arguments). A payload column of a proj_ table is
+-- NULL for aioc runs (the event is the payload) and holds the derived JSON for agentuse runs,
+-- whose events are whole files. Times are TIMESTAMP in UTC computed at insert from the *_text
+-- column next to them (the original strings). Comparison keys (*_key) are the first 64 bits of
+-- the sha256 of aioc's canonical JSON of the value: bulk compare joins on them.
 
-CREATE TABLE IF NOT EXISTS runs (
+CREATE TABLE IF NOT EXISTS proj_runs (
     run_key            VARCHAR NOT NULL,   -- 'aioc:<runId>'
     run_id             VARCHAR NOT NULL,
     format             VARCHAR NOT NULL,
     revision           INTEGER NOT NULL,
-    record_hash        VARCHAR NOT NULL,
     status             VARCHAR,
     agent              VARCHAR,            -- record agentName: the final agent
     initial_agent      VARCHAR,
     final_agent        VARCHAR,            -- agent of the last visit
     provider           VARCHAR,
     model              VARCHAR,
-    question           VARCHAR,
-    response           VARCHAR,
+    question           VARCHAR USING COMPRESSION zstd,
+    response           VARCHAR USING COMPRESSION zstd,
     started            TIMESTAMP,
     completed          TIMESTAMP,
     started_text       VARCHAR,
@@ -39,32 +47,38 @@ CREATE TABLE IF NOT EXISTS runs (
     execution_recording_status VARCHAR,    -- NULL when the record predates the field
     context_redacted   BOOLEAN,
     metadata           JSON,
-    tags               JSON NOT NULL,      -- object: tags of the batch that stored this revision
-    items_hash         VARCHAR NOT NULL,   -- sha256 of canonical JSON of the items array
+    tags               JSON NOT NULL,      -- object: the fold of the stream's tags_changed events
+    items_key          BIGINT NOT NULL,    -- key of the items array (thread continuations)
     source_id          BIGINT NOT NULL,
-    source_uri         VARCHAR,
     source_line        INTEGER,
     batch_id           BIGINT NOT NULL,
     first_seq          BIGINT NOT NULL,
     last_seq           BIGINT NOT NULL,
-    replay_of_run_id   VARCHAR             -- metadata.replayOfRunId
+    replay_of_run_id   VARCHAR,            -- metadata.replayOfRunId
+    -- comparison features (recstore/compare): aioc compareRunRecords as set-based SQL
+    response_key       BIGINT NOT NULL,
+    response_length    INTEGER NOT NULL,   -- UTF-16 code units, as aioc's metrics count
+    metadata_key       BIGINT NOT NULL,    -- key of metadata ?? {}
+    metadata_is_object BOOLEAN NOT NULL,
+    policy_count       INTEGER NOT NULL,
+    guardrail_count    INTEGER NOT NULL,
+    calls_full_key     BIGINT NOT NULL,    -- (name, argsHash, hasOutput, output key) of every call
+    policy_seq_key     BIGINT NOT NULL,    -- the policy entry keys in order
+    guardrails_seq_key BIGINT NOT NULL     -- the guardrail entry keys in order
 );
 
-CREATE TABLE IF NOT EXISTS items (
+CREATE TABLE IF NOT EXISTS proj_items (
     run_key      VARCHAR NOT NULL,
     item_index   INTEGER NOT NULL,
     type         VARCHAR,
     role         VARCHAR,
-    call_id      VARCHAR,
-    name         VARCHAR,
     request_turn INTEGER,                  -- turn of the request whose output holds it; NULL for input
     in_input     BOOLEAN NOT NULL,
-    content      VARCHAR,                  -- message text (JSON text when not a string)
-    payload      JSON NOT NULL,
-    event_seq    BIGINT NOT NULL
+    event_seq    BIGINT NOT NULL,
+    payload      JSON                      -- agentuse only (see above)
 );
 
-CREATE TABLE IF NOT EXISTS tool_calls (
+CREATE TABLE IF NOT EXISTS proj_tool_calls (
     run_key           VARCHAR NOT NULL,
     call_index        INTEGER NOT NULL,    -- 0-based position in extractToolCalls order
     ordinal           INTEGER,             -- aioc ExtractedToolCall.turn; NULL for orphan outputs
@@ -73,10 +87,9 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     item_index        INTEGER,
     output_item_index INTEGER,
     arguments         JSON,
-    args_canonical    VARCHAR,
-    args_hash         VARCHAR,
+    args_hash         BLOB NOT NULL,       -- aioc argsHash (sha256 of canonical arguments)
     has_output        BOOLEAN NOT NULL,
-    output            JSON,
+    output_key        BIGINT,              -- key of the output; NULL without one
     envelope_status   VARCHAR,
     envelope_code     VARCHAR,
     request_turn      INTEGER,
@@ -86,35 +99,33 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     handoff_target    VARCHAR,
     policy_decision   VARCHAR,
     policy_decision_index INTEGER,
-    in_input          BOOLEAN NOT NULL
+    in_input          BOOLEAN NOT NULL,
+    call_seq          BIGINT,              -- event of the call item
+    output_seq        BIGINT,              -- event of the output item
+    output            JSON                 -- agentuse only
 );
 
-CREATE TABLE IF NOT EXISTS requests (
-    run_key             VARCHAR NOT NULL,
-    request_index       INTEGER NOT NULL,
-    turn                INTEGER,
-    agent               VARCHAR,
-    provider            VARCHAR,
-    model               VARCHAR,
-    message_count       INTEGER,
-    output_start        INTEGER,           -- output interval = items[output_start:output_end]
-    output_end          INTEGER,
-    visit_index         INTEGER,
-    request_hash        VARCHAR,
-    system_prompt_hash  VARCHAR,
-    messages_hash       VARCHAR,
-    tools_hash          VARCHAR,
-    model_settings_hash VARCHAR,
-    prompt_hash         VARCHAR,           -- from the promptSnapshot of the same turn
-    prompt_version      VARCHAR,
-    tool_count          INTEGER,
-    runtime_version     VARCHAR,
-    timestamp           TIMESTAMP,
-    timestamp_text      VARCHAR,
-    event_seq           BIGINT NOT NULL
+CREATE TABLE IF NOT EXISTS proj_requests (
+    run_key         VARCHAR NOT NULL,
+    request_index   INTEGER NOT NULL,
+    turn            INTEGER,
+    agent           VARCHAR,
+    provider        VARCHAR,
+    model           VARCHAR,
+    message_count   INTEGER,
+    output_start    INTEGER,               -- output interval = items[output_start:output_end]
+    output_end      INTEGER,
+    visit_index     INTEGER,
+    prompt_version  VARCHAR,
+    tool_count      INTEGER,
+    runtime_version VARCHAR,
+    timestamp       TIMESTAMP,
+    timestamp_text  VARCHAR,
+    event_seq       BIGINT NOT NULL,
+    snapshot_seq    BIGINT                 -- the promptSnapshot of the same turn
 );
 
-CREATE TABLE IF NOT EXISTS visits (
+CREATE TABLE IF NOT EXISTS proj_visits (
     run_key            VARCHAR NOT NULL,
     visit_index        INTEGER NOT NULL,
     agent              VARCHAR,
@@ -128,7 +139,7 @@ CREATE TABLE IF NOT EXISTS visits (
     item_end           INTEGER
 );
 
-CREATE TABLE IF NOT EXISTS policy_decisions (
+CREATE TABLE IF NOT EXISTS proj_policy_decisions (
     run_key         VARCHAR NOT NULL,
     decision_index  INTEGER NOT NULL,
     turn            INTEGER,
@@ -146,12 +157,12 @@ CREATE TABLE IF NOT EXISTS policy_decisions (
     applied_basis   VARCHAR,               -- recorded | inferred | unknown (handoffs only)
     timestamp       TIMESTAMP,
     timestamp_text  VARCHAR,
-    metadata        JSON,
-    payload         JSON NOT NULL,
-    event_seq       BIGINT NOT NULL
+    event_seq       BIGINT NOT NULL,
+    entry_key       BIGINT NOT NULL,       -- key of the whole entry (bulk compare)
+    is_object       BOOLEAN NOT NULL
 );
 
-CREATE TABLE IF NOT EXISTS guardrail_decisions (
+CREATE TABLE IF NOT EXISTS proj_guardrail_decisions (
     run_key         VARCHAR NOT NULL,
     decision_index  INTEGER NOT NULL,
     turn            INTEGER,
@@ -160,51 +171,48 @@ CREATE TABLE IF NOT EXISTS guardrail_decisions (
     reason          VARCHAR,
     timestamp       TIMESTAMP,
     timestamp_text  VARCHAR,
-    metadata        JSON,
-    payload         JSON NOT NULL,
-    event_seq       BIGINT NOT NULL
+    event_seq       BIGINT NOT NULL,
+    entry_key       BIGINT NOT NULL,
+    is_object       BOOLEAN NOT NULL
 );
 
-CREATE TABLE IF NOT EXISTS prompt_snapshots (
+CREATE TABLE IF NOT EXISTS proj_prompt_snapshots (
     run_key         VARCHAR NOT NULL,
     snapshot_index  INTEGER NOT NULL,
     turn            INTEGER,
     agent           VARCHAR,
     model           VARCHAR,
     prompt_version  VARCHAR,
-    prompt_hash     VARCHAR,
     has_prompt_text BOOLEAN NOT NULL,
     timestamp       TIMESTAMP,
     timestamp_text  VARCHAR,
-    payload         JSON NOT NULL,
     event_seq       BIGINT NOT NULL
 );
 
-CREATE TABLE IF NOT EXISTS suspended_proposals (
+CREATE TABLE IF NOT EXISTS proj_suspended_proposals (
     run_key         VARCHAR NOT NULL,
     proposal_index  INTEGER NOT NULL,
     turn            INTEGER,
     call_id         VARCHAR,
-    kind            VARCHAR,               -- tool | handoff
+    kind            VARCHAR,               -- tool | handoff | approval_gate
     agent           VARCHAR,
     tool_name       VARCHAR,
     from_agent      VARCHAR,
     to_agent        VARCHAR,
-    proposal_hash   VARCHAR,
     reason          VARCHAR,
     public_reason   VARCHAR,
     policy_version  VARCHAR,
     expires_at      TIMESTAMP,
     expires_at_text VARCHAR,
-    args_canonical  VARCHAR,               -- argsCanonicalJson or payloadCanonicalJson
     timestamp       TIMESTAMP,
     timestamp_text  VARCHAR,
-    metadata        JSON,
-    payload         JSON NOT NULL,
-    event_seq       BIGINT NOT NULL
+    event_seq       BIGINT NOT NULL,
+    args_canonical  VARCHAR,               -- agentuse only (aioc: from the payload)
+    metadata        JSON,                  -- agentuse only
+    payload         JSON                   -- agentuse only
 );
 
-CREATE TABLE IF NOT EXISTS findings (
+CREATE TABLE IF NOT EXISTS proj_findings (
     run_key       VARCHAR NOT NULL,
     finding_index INTEGER NOT NULL,
     code          VARCHAR NOT NULL,
@@ -212,55 +220,10 @@ CREATE TABLE IF NOT EXISTS findings (
     path          VARCHAR
 );
 
--- sha256 of canonical JSON of items[:prefix_len] for every prefix of a run's input scope;
--- a run whose prefix hash equals another run's runs.items_hash continues that run's thread.
-CREATE TABLE IF NOT EXISTS run_input_prefixes (
-    run_key     VARCHAR NOT NULL,
-    prefix_len  INTEGER NOT NULL,
-    prefix_hash VARCHAR NOT NULL
+-- Key of canonical items[:prefix_len] for every prefix of a run's input scope: a run whose
+-- prefix key equals another run's items_key (and item count) continues that run's thread.
+CREATE TABLE IF NOT EXISTS proj_input_prefixes (
+    run_key    VARCHAR NOT NULL,
+    prefix_len INTEGER NOT NULL,
+    prefix_key BIGINT NOT NULL
 );
-
--- Public lineage: replays named by metadata.replayOfRunId, rows callers attached at ingest
--- (lineage_log), and thread continuations (each child linked to the runs whose whole item list is
--- its longest input prefix). Parents are resolved by run id, so a parent stored later still links.
-CREATE OR REPLACE VIEW lineage AS
-SELECT r.run_key AS child_run_key,
-       p.run_key AS parent_run_key,
-       r.replay_of_run_id AS parent_run_id,
-       'replay_of' AS relation,
-       CAST(NULL AS JSON) AS detail,
-       r.source_id
-FROM runs r
-LEFT JOIN runs p ON p.run_id = r.replay_of_run_id AND p.format = r.format
-WHERE r.replay_of_run_id IS NOT NULL
-  -- a replay stored with its own provenance row (lineage_log) is listed once, with that row
-  AND NOT EXISTS (SELECT 1 FROM lineage_log x
-                  WHERE x.child_run_key = r.run_key AND x.relation = 'replay_of')
-  -- recstore's own replays carry a richer 'replay_of' row in lineage_log (schema 020); one row each
-  AND NOT EXISTS (SELECT 1 FROM lineage_log x
-                  WHERE x.child_run_key = r.run_key AND x.relation = 'replay_of')
-UNION ALL
-SELECT l.child_run_key,
-       coalesce(l.parent_run_key, p.run_key) AS parent_run_key,
-       coalesce(l.parent_run_id, p2.run_id) AS parent_run_id,
-       l.relation,
-       l.detail,
-       l.source_id
-FROM lineage_log l
-LEFT JOIN runs p ON l.parent_run_key IS NULL AND p.run_id = l.parent_run_id AND p.format = 'aioc'
-LEFT JOIN runs p2 ON l.parent_run_key IS NOT NULL AND p2.run_key = l.parent_run_key
-UNION ALL
-SELECT child_run_key, parent_run_key, parent_run_id, 'thread_continuation', detail, source_id
-FROM (
-    SELECT c.run_key AS child_run_key,
-           p.run_key AS parent_run_key,
-           p.run_id  AS parent_run_id,
-           json_object('prefixItems', x.prefix_len) AS detail,
-           c.source_id,
-           rank() OVER (PARTITION BY c.run_key ORDER BY x.prefix_len DESC) AS nearest
-    FROM run_input_prefixes x
-    JOIN runs p ON p.items_hash = x.prefix_hash AND p.item_count = x.prefix_len
-    JOIN runs c ON c.run_key = x.run_key
-    WHERE p.run_key <> c.run_key
-)
-WHERE nearest = 1;

@@ -1,38 +1,39 @@
 -- recstore schema 030: agentuse session trees (recstore/store/agentuse_ingest.py).
 -- A session tree is a stream of 'agentuse_file' events (one per file version; a re-scan appends
 -- only changed files). Its projections use the same tables as aioc runs; these columns carry
--- what only agentuse records. They stay NULL for aioc runs, so one query covers both formats.
+-- what only agentuse records (recstore.store.projection.EXTRA_COLUMNS lists them). They stay
+-- NULL for aioc runs, so one query covers both formats; the public views show them too.
 
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS trigger VARCHAR;            -- manual | scheduled | slack | api | ...
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS mock BOOLEAN;               -- test run (mock, replay, result test)
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS error_code VARCHAR;         -- session.error.code
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS tokens_input BIGINT;        -- tree totals: every visit's own usage
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS tokens_output BIGINT;
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS tokens_reasoning BIGINT;
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS tokens_cache_read BIGINT;
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS tokens_cache_write BIGINT;
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS result_of_run_id VARCHAR;   -- config.resultSourceSessionId
+ALTER TABLE proj_runs ADD COLUMN IF NOT EXISTS trigger VARCHAR;            -- manual | scheduled | slack | api | ...
+ALTER TABLE proj_runs ADD COLUMN IF NOT EXISTS mock BOOLEAN;               -- test run (mock, replay, result test)
+ALTER TABLE proj_runs ADD COLUMN IF NOT EXISTS error_code VARCHAR;         -- session.error.code
+ALTER TABLE proj_runs ADD COLUMN IF NOT EXISTS tokens_input BIGINT;        -- tree totals: every visit's own usage
+ALTER TABLE proj_runs ADD COLUMN IF NOT EXISTS tokens_output BIGINT;
+ALTER TABLE proj_runs ADD COLUMN IF NOT EXISTS tokens_reasoning BIGINT;
+ALTER TABLE proj_runs ADD COLUMN IF NOT EXISTS tokens_cache_read BIGINT;
+ALTER TABLE proj_runs ADD COLUMN IF NOT EXISTS tokens_cache_write BIGINT;
+ALTER TABLE proj_runs ADD COLUMN IF NOT EXISTS result_of_run_id VARCHAR;   -- config.resultSourceSessionId
 
-ALTER TABLE visits ADD COLUMN IF NOT EXISTS session_id VARCHAR;       -- agentuse session of the visit
-ALTER TABLE visits ADD COLUMN IF NOT EXISTS parent_visit_index INTEGER;
-ALTER TABLE visits ADD COLUMN IF NOT EXISTS parent_link VARCHAR;      -- parentSessionID | nesting
-ALTER TABLE visits ADD COLUMN IF NOT EXISTS link_confidence DOUBLE;   -- 1.0 recorded, < 1 inferred
-ALTER TABLE visits ADD COLUMN IF NOT EXISTS depth INTEGER;
-ALTER TABLE visits ADD COLUMN IF NOT EXISTS status VARCHAR;
-ALTER TABLE visits ADD COLUMN IF NOT EXISTS model VARCHAR;
-ALTER TABLE visits ADD COLUMN IF NOT EXISTS tokens_input BIGINT;
-ALTER TABLE visits ADD COLUMN IF NOT EXISTS tokens_output BIGINT;
+ALTER TABLE proj_visits ADD COLUMN IF NOT EXISTS session_id VARCHAR;       -- agentuse session of the visit
+ALTER TABLE proj_visits ADD COLUMN IF NOT EXISTS parent_visit_index INTEGER;
+ALTER TABLE proj_visits ADD COLUMN IF NOT EXISTS parent_link VARCHAR;      -- parentSessionID | nesting
+ALTER TABLE proj_visits ADD COLUMN IF NOT EXISTS link_confidence DOUBLE;   -- 1.0 recorded, < 1 inferred
+ALTER TABLE proj_visits ADD COLUMN IF NOT EXISTS depth INTEGER;
+ALTER TABLE proj_visits ADD COLUMN IF NOT EXISTS status VARCHAR;
+ALTER TABLE proj_visits ADD COLUMN IF NOT EXISTS model VARCHAR;
+ALTER TABLE proj_visits ADD COLUMN IF NOT EXISTS tokens_input BIGINT;
+ALTER TABLE proj_visits ADD COLUMN IF NOT EXISTS tokens_output BIGINT;
 
-ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS part_id VARCHAR;
-ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS status VARCHAR;       -- completed | error | running | pending | abandoned
-ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS error VARCHAR;
-ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS started TIMESTAMP;
-ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS started_text VARCHAR;
-ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS ended TIMESTAMP;
-ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS ended_text VARCHAR;
-ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS duration_ms BIGINT;
-ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS arguments_normalised JSON;  -- without intent/recovers
-ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS artifact_path VARCHAR;      -- full output of a clamped result
-ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS child_session_id VARCHAR;   -- subagent session it started
-ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS child_link VARCHAR;         -- resumePayload | inferred
-ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS child_link_confidence DOUBLE;
+ALTER TABLE proj_tool_calls ADD COLUMN IF NOT EXISTS part_id VARCHAR;
+ALTER TABLE proj_tool_calls ADD COLUMN IF NOT EXISTS status VARCHAR;       -- completed | error | running | pending | abandoned
+ALTER TABLE proj_tool_calls ADD COLUMN IF NOT EXISTS error VARCHAR;
+ALTER TABLE proj_tool_calls ADD COLUMN IF NOT EXISTS started TIMESTAMP;
+ALTER TABLE proj_tool_calls ADD COLUMN IF NOT EXISTS started_text VARCHAR;
+ALTER TABLE proj_tool_calls ADD COLUMN IF NOT EXISTS ended TIMESTAMP;
+ALTER TABLE proj_tool_calls ADD COLUMN IF NOT EXISTS ended_text VARCHAR;
+ALTER TABLE proj_tool_calls ADD COLUMN IF NOT EXISTS duration_ms BIGINT;
+ALTER TABLE proj_tool_calls ADD COLUMN IF NOT EXISTS arguments_normalised JSON;  -- without intent/recovers
+ALTER TABLE proj_tool_calls ADD COLUMN IF NOT EXISTS artifact_path VARCHAR;      -- full output of a clamped result
+ALTER TABLE proj_tool_calls ADD COLUMN IF NOT EXISTS child_session_id VARCHAR;   -- subagent session it started
+ALTER TABLE proj_tool_calls ADD COLUMN IF NOT EXISTS child_link VARCHAR;         -- resumePayload | inferred
+ALTER TABLE proj_tool_calls ADD COLUMN IF NOT EXISTS child_link_confidence DOUBLE;

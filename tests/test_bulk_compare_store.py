@@ -7,7 +7,8 @@ import itertools
 
 import pytest
 
-from recstore.canonical import canonical_json, sha256_canonical
+from recstore.canonical import canonical_json
+from recstore.records.keys import key_of
 from recstore.compare import ClassificationRule, aioc_result, bulk_compare, compare_stored
 from recstore.errors import InputError, NotFoundError
 from recstore.query import run_query
@@ -193,7 +194,7 @@ def test_input_scope_pairs_runs_with_equal_inputs(corpus_store):
     def scope_hash(run_key: str) -> str:
         record = corpus_store.get_record(run_key)
         count = input_scope(record).count
-        return sha256_canonical(record["items"][:count])
+        return str(key_of(record["items"][:count]))
 
     for row in rows[:25]:
         assert row["pair_key"] == scope_hash(row["baseline_run_key"])

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from recstore.canonical import (
     JSONParseError,
-    _canon,
+    canonical_bytes,
     canonical_json,
+    canonical_json_exact,
     js_number,
     loads_strict,
     sha256_canonical,
@@ -97,17 +98,25 @@ def test_canonical_ignores_key_order(value, rnd):
     assert canonical_json(dict(items)) == canonical_json(value)
 
 
-def _general_path(value) -> str:
-    out: list[str] = []
-    _canon(value, out)
-    return "".join(out)
-
-
 @given(json_values)
 def test_fast_path_equals_general_path(value):
-    assert canonical_json(value) == _general_path(value)
+    assert canonical_json(value) == canonical_json_exact(value)
+    assert canonical_bytes(value) == canonical_json_exact(value).encode("utf-8", "surrogatepass")
 
 
-@pytest.mark.parametrize("value", [float("inf"), [1e16], {"a": 1e-5}, {"9": 1}, 2**60, "\ud800"])
-def test_fast_path_declines_what_stdlib_prints_differently(value):
-    assert canonical_json(value) == _general_path(value)
+# Every shape where orjson's sorted output differs from aioc's (see canonical._MARKS).
+ORJSON_DIFFERS = [
+    1.0, -0.0, [100.0], {"a": 1e16}, {"a": 1e20}, 1.5e-6, 0.000001, 9.999e-6, 2**53 + 1, -(2**60),
+    {"9": 1, "10": 2}, {"__proto__": 1, "a": 2}, {"\uff61": 1, "\U0001f600": 2}, "\ud800",
+    {"a": [1.0, {"b": 3.0}]}, 2**70, float("inf"),
+]
+
+
+@pytest.mark.parametrize("value", ORJSON_DIFFERS, ids=repr)
+def test_fast_path_never_returns_what_orjson_prints_differently(value):
+    assert canonical_json(value) == canonical_json_exact(value)
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_every_float_matches_the_exact_path(x):
+    assert canonical_json([x, {"k": x}]) == canonical_json_exact([x, {"k": x}])

@@ -252,7 +252,7 @@ def test_verify_catches_tampering(tmp_path):
     )
     assert recstore(db, "verify").returncode == 0
     con = duckdb.connect(str(db))
-    con.execute("UPDATE visits SET agent = 'Mallory' WHERE visit_index = 1")
+    con.execute("UPDATE proj_visits SET agent = 'Mallory' WHERE visit_index = 1")
     con.close()
     proc = recstore(db, "verify")
     assert proc.returncode == 1 and b"projection visits" in proc.stderr

@@ -180,9 +180,9 @@ def _stored_records(con: Any, revisions: list[tuple[str, str]]) -> Iterator[tupl
     try:
         cursor = con.execute(
             """
-            SELECT s.stream_key, s.record_hash, e.type, e.payload
+            SELECT s.stream_key, l.record_hash, e.type, e.payload
             FROM _cmp_load l
-            JOIN streams s ON s.stream_key = l.run_key AND s.record_hash = l.record_hash
+            JOIN streams s ON s.stream_key = l.run_key AND s.record_hash = unhex(l.record_hash)
             JOIN events e ON e.seq BETWEEN s.first_seq AND s.last_seq
             -- features never read prompt snapshots, request fingerprints or suspended
             -- proposals: leaving them out of the reassembly saves parsing their payloads

@@ -30,13 +30,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from recstore.canonical import sha256_canonical
+from recstore.records.keys import key_of
 from recstore.errors import InputError
 
 __all__ = ["DUPLICATE_RULES", "PairBy", "pair_explicit", "pair_runs"]
 
 DUPLICATE_RULES = ("latest", "all")
-_EMPTY_SCOPE_HASH = sha256_canonical([])
+_EMPTY_SCOPE_KEY = key_of([])  # the input-scope key of a run with no input items
 # Lineage relations that mean "derived from that run" (not thread continuations or subagents).
 _DERIVED_RELATIONS = ("replay_of", "sweep_case")
 
@@ -79,9 +79,9 @@ class PairBy:
             return "r.question"
         if self.kind == "input_scope":
             return (
-                f"CASE WHEN r.input_item_count = 0 THEN '{_EMPTY_SCOPE_HASH}' "
-                "ELSE (SELECT x.prefix_hash FROM run_input_prefixes x WHERE x.run_key = r.run_key "
-                "AND x.prefix_len = r.input_item_count) END"
+                f"CASE WHEN r.input_item_count = 0 THEN '{_EMPTY_SCOPE_KEY}' "
+                "ELSE (SELECT x.prefix_key::VARCHAR FROM proj_input_prefixes x "
+                "WHERE x.run_key = r.run_key AND x.prefix_len = r.input_item_count) END"
             )
         if side == "baseline":  # lineage: a baseline run is its own key ...
             return "r.run_key"

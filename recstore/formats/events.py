@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from recstore.formats.jsontext import dumps_json, loads_json
 
-__all__ = ["ARRAY_EVENT_TYPES", "Event", "events_to_record", "record_to_events"]
+__all__ = ["ARRAY_EVENT_TYPES", "FAMILY_OF", "Event", "events_to_record", "record_to_events"]
 
 # record array key -> event type of its elements, in the order aioc writes the arrays
 ARRAY_EVENT_TYPES: dict[str, str] = {
@@ -34,6 +34,14 @@ ARRAY_EVENT_TYPES: dict[str, str] = {
     "suspendedProposals": "suspended_proposal",
 }
 _ARRAY_KEY_OF = {etype: key for key, etype in ARRAY_EVENT_TYPES.items()}
+_RECORD_EVENT_TYPES = frozenset({"run_started", "run_finished", *_ARRAY_KEY_OF})
+# How the store groups event rows physically within a batch (0: run-level events, 1: items,
+# 2: other record entries, 3: agentuse files), so a scan of one kind skips the others.
+FAMILY_OF: dict[str, int] = {
+    "item_appended": 1,
+    **{etype: 2 for etype in ARRAY_EVENT_TYPES.values() if etype != "item_appended"},
+    "agentuse_file": 3,
+}
 
 # Fields only known when the run ends (aioc takes them at emission); all others open the run.
 _FINISH_FIELDS = frozenset(
@@ -59,14 +67,6 @@ class Event(NamedTuple):
     payload_text: str
 
 
-def _turn_of(element: Any) -> int | None:
-    if isinstance(element, dict):
-        turn = element.get("turn")
-        if isinstance(turn, int) and not isinstance(turn, bool) and -(2**31) <= turn < 2**31:
-            return turn
-    return None
-
-
 def record_to_events(record: dict[str, Any]) -> list[Event]:
     """The events of one record, in stream order (run_started first, run_finished last)."""
     start: dict[str, Any] = {}
@@ -75,9 +75,11 @@ def record_to_events(record: dict[str, Any]) -> list[Event]:
     for key, value in record.items():
         etype = ARRAY_EVENT_TYPES.get(key)
         if etype is not None and isinstance(value, list):
-            array_events.extend(
-                Event(etype, i, _turn_of(el), dumps_json(el)) for i, el in enumerate(value)
-            )
+            for i, element in enumerate(value):
+                turn = element.get("turn") if type(element) is dict else None
+                if type(turn) is not int or not -(2**31) <= turn < 2**31:
+                    turn = None
+                array_events.append(Event(etype, i, turn, dumps_json(element)))
         elif key in _FINISH_FIELDS:
             finish[key] = value
         else:
@@ -96,6 +98,8 @@ def events_to_record(events: Iterable[Event | tuple[str, str]]) -> dict[str, Any
         etype, payload_text = (
             (event.type, event.payload_text) if isinstance(event, Event) else event
         )
+        if etype not in _RECORD_EVENT_TYPES:
+            continue  # tags_changed and the like describe the stream, not the record
         payload = loads_json(payload_text)
         if etype == "run_started":
             key_order = payload["keyOrder"]

@@ -15,12 +15,14 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import glob
 import gzip
 import hashlib
 import io
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ from typing import IO, Any
 from recstore.errors import InputError
 from recstore.formats.jsontext import parse_json_bytes
 
-__all__ = ["RawInput", "SourceFile", "iter_inputs", "iter_sources"]
+__all__ = ["DEFAULT_MAX_RECORD_BYTES", "RawInput", "SourceFile", "iter_inputs", "iter_sources"]
 
 STDIN = "-"
 _JSON_SUFFIXES = (".json",)
@@ -40,7 +42,11 @@ _GLOB_CHARS = re.compile(r"[*?\[]")
 
 @dataclass(frozen=True, slots=True)
 class RawInput:
-    """One JSON value read from a source: ``value`` when it parsed, else ``error``."""
+    """One JSON value read from a source: ``value`` when it parsed, else ``error``.
+
+    ``data`` is the input as read (a line, a file), kept while the value is processed so a
+    rejected input is stored exactly; for an input too large to read, ``data`` is a prefix and
+    ``sha256``/``size`` describe the whole of it."""
 
     source_uri: str
     line: int | None
@@ -48,6 +54,9 @@ class RawInput:
     value: Any = None
     error: str | None = None
     raw: bytes | None = None  # the exact bytes, kept only when they are not valid UTF-8
+    data: bytes | None = None
+    sha256: bytes | None = None
+    size: int | None = None
 
 
 class _HashingReader(io.RawIOBase):
@@ -70,20 +79,50 @@ class _HashingReader(io.RawIOBase):
         return n
 
 
-class SourceFile:
-    """One input: a file path or stdin. ``sha256``/``size_bytes`` are final after :meth:`inputs`."""
+# Inputs larger than this are rejected unread (`recstore ingest --max-record-bytes`): DuckDB and
+# Python would each hold several copies of one such record.
+DEFAULT_MAX_RECORD_BYTES = 64 * 2**20
+# How much of an oversized input the reject keeps (the rest is described by size and sha256).
+_KEPT_PREFIX = 64 * 2**10
+_READ_CHUNK = 1 << 20
 
-    def __init__(self, uri: str, path: Path | None, fmt: str, compression: str | None):
+
+class SourceFile:
+    """One input: a file path or stdin. ``sha256``/``size_bytes`` are final after :meth:`inputs`.
+
+    ``problem`` (set by a directory walk for a dangling link, a special file, ...) makes the
+    source yield one error instead of opening anything."""
+
+    def __init__(
+        self,
+        uri: str,
+        path: Path | None,
+        fmt: str,
+        compression: str | None,
+        *,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        problem: str | None = None,
+    ):
         self.uri = uri
         self.path = path
         self.format = fmt  # "json" (one document) or "ndjson" (one per line)
         self.compression = compression
+        self.max_record_bytes = max_record_bytes
+        self.problem = problem
         self.sha256: str | None = None
         self.size_bytes: int | None = None
 
     def inputs(self) -> Iterator[RawInput]:
         """Yield every value of this source, in order, with its 1-based line (NDJSON only)."""
-        raw = sys.stdin.buffer if self.path is None else open(self.path, "rb")  # noqa: SIM115
+        if self.problem is not None:
+            yield RawInput(self.uri, None, None, error=self.problem, data=b"")
+            return
+        try:
+            raw = sys.stdin.buffer if self.path is None else open(self.path, "rb")  # noqa: SIM115
+        except OSError as exc:
+            yield RawInput(self.uri, None, None, error=f"cannot read input: {_os_reason(exc)}",
+                           data=b"")
+            return
         hashing = _HashingReader(raw)
         stream: IO[bytes] = io.BufferedReader(hashing, buffer_size=1 << 20)
         try:
@@ -92,10 +131,12 @@ class SourceFile:
             if self.format == "ndjson":
                 yield from self._ndjson(stream)
             else:
-                yield self._document(stream.read(), None)
-            stream.read()  # hash any bytes past the last line (gzip trailer, etc.)
+                yield self._whole(stream)
+            while stream.read(_READ_CHUNK):  # hash any bytes past the last line (gzip trailer)
+                pass
         except (OSError, EOFError) as exc:
-            yield RawInput(self.uri, None, None, error=f"cannot read input: {exc}")
+            yield RawInput(self.uri, None, None, error=f"cannot read input: {_os_reason(exc)}",
+                           data=b"")
         finally:
             self.sha256 = hashing.sha256.hexdigest()
             self.size_bytes = hashing.size
@@ -104,33 +145,76 @@ class SourceFile:
 
     def _ndjson(self, stream: IO[bytes]) -> Iterator[RawInput]:
         line_no = 0
-        for data in stream:
+        limit = self.max_record_bytes
+        while True:
+            data = stream.readline(limit + 1)
+            if not data:
+                return
             line_no += 1
+            if len(data) > limit and not data.endswith(b"\n"):
+                yield self._oversized(data, stream.readline, line_no)
+                continue
             if not data.strip():
                 continue
-            complete = data.endswith(b"\n")
             item = self._document(data, line_no)
-            if item.error and not complete:
+            if item.error and not data.endswith(b"\n"):
                 item = RawInput(
                     item.source_uri,
                     item.line,
                     item.text,
                     error=f"truncated last line (no newline at end): {item.error}",
                     raw=item.raw,
+                    data=data,
                 )
             yield item
+
+    def _whole(self, stream: IO[bytes]) -> RawInput:
+        data = stream.read(self.max_record_bytes + 1)
+        if len(data) > self.max_record_bytes:
+            return self._oversized(data, lambda n: stream.read(_READ_CHUNK), None)
+        return self._document(data, None)
+
+    def _oversized(self, head: bytes, read_more, line: int | None) -> RawInput:
+        """An input over the size limit: the rest is read (to hash it) but never held."""
+        digest = hashlib.sha256(head)
+        size = len(head)
+        tail = head
+        while not (line is not None and tail.endswith(b"\n")):
+            tail = read_more(_READ_CHUNK)
+            if not tail:
+                break
+            digest.update(tail)
+            size += len(tail)
+        kept = head[:_KEPT_PREFIX]
+        return RawInput(
+            self.uri, line, kept.decode("utf-8", "replace"),
+            error=(
+                f"record of {size:,} bytes is over the {self.max_record_bytes:,}-byte limit "
+                "(raise it with --max-record-bytes); the reject keeps its first "
+                f"{len(kept):,} bytes, its size and sha256"
+            ),
+            data=kept, sha256=digest.digest(), size=size,
+        )
 
     def _document(self, data: bytes, line: int | None) -> RawInput:
         value, error = parse_json_bytes(data)
         if error is None:
-            return RawInput(self.uri, line, None, value)
+            return RawInput(self.uri, line, None, value, data=data)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return RawInput(
-                self.uri, line, data.decode("utf-8", "replace"), error=error, raw=bytes(data)
+                self.uri, line, data.decode("utf-8", "replace"), error=error, raw=bytes(data),
+                data=data,
             )
-        return RawInput(self.uri, line, text.rstrip("\r\n"), error=error)
+        return RawInput(self.uri, line, text.rstrip("\r\n"), error=error, data=data)
+
+
+def _os_reason(exc: BaseException) -> str:
+    """``Permission denied`` rather than ``[Errno 13] Permission denied: '/x'``."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
 
 
 def _classify(path: Path) -> tuple[str, str | None] | None:
@@ -146,7 +230,23 @@ def _classify(path: Path) -> tuple[str, str | None] | None:
     return None
 
 
-def _expand(arg: str) -> list[Path]:
+def _walk_problem(path: Path) -> str | None:
+    """Why a file found by a directory walk must not be opened, or None when it may be."""
+    try:
+        mode = path.stat().st_mode  # follows links: a link to a regular file is read
+    except FileNotFoundError:
+        return "skipped: a symbolic link whose target does not exist"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "skipped: a symbolic link loop"
+        return f"skipped: cannot inspect it: {_os_reason(exc)}"
+    if not stat.S_ISREG(mode):
+        return "skipped: not a regular file (a FIFO, socket or device is never opened)"
+    return None
+
+
+def _expand(arg: str) -> list[tuple[Path, str | None]]:
+    """The files an argument names, each with the reason it must not be read (or None)."""
     path = Path(arg)
     if path.is_dir():
         found = [
@@ -155,27 +255,34 @@ def _expand(arg: str) -> list[Path]:
             for f in files
             if _classify(Path(f)) is not None
         ]
-        return sorted(found)
+        return [(f, _walk_problem(f)) for f in sorted(found)]
     if path.exists():
         if _classify(path) is None:
             raise InputError(
                 "unsupported file type (expected .json, .jsonl, .ndjson, optionally .gz)",
                 source=arg,
             )
-        return [path]
+        return [(path, None)]
+    if path.is_symlink():
+        raise InputError("a symbolic link whose target does not exist", source=arg)
     if _GLOB_CHARS.search(arg):
         matches = [Path(m) for m in sorted(glob.glob(arg, recursive=True))]
-        files = [m for m in matches if m.is_file() and _classify(m) is not None]
+        files = [(m, _walk_problem(m)) for m in matches if _classify(m) is not None
+                 and not m.is_dir()]
         if not files:
             raise InputError("the pattern matches no .json/.jsonl/.ndjson files", source=arg)
         return files
     raise InputError("no such file or directory", source=arg)
 
 
-def iter_sources(paths: Iterable[str]) -> Iterator[SourceFile]:
+def iter_sources(
+    paths: Iterable[str], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+) -> Iterator[SourceFile]:
     """Expand ``paths`` (files, directories recursively, globs, ``-`` for NDJSON on stdin).
 
-    All paths are checked before the first source is yielded, so a typo fails fast.
+    All paths are checked before the first source is yielded, so a typo fails fast. Files a
+    walk finds that must not be opened (dangling or looping links, FIFOs, devices) become
+    sources that yield one error each, so they are kept as rejects and the rest is read.
 
     Raises:
         InputError: a path does not exist, matches nothing, or has an unsupported extension.
@@ -183,11 +290,17 @@ def iter_sources(paths: Iterable[str]) -> Iterator[SourceFile]:
     plan: list[SourceFile] = []
     for arg in paths:
         if arg == STDIN:
-            plan.append(SourceFile("stdin", None, "ndjson", None))
+            plan.append(
+                SourceFile("stdin", None, "ndjson", None, max_record_bytes=max_record_bytes)
+            )
             continue
-        for path in _expand(arg):
+        for path, problem in _expand(arg):
             fmt, compression = _classify(path) or ("ndjson", None)
-            plan.append(SourceFile(str(path.resolve()), path, fmt, compression))
+            uri = str(path.absolute()) if problem else str(path.resolve())
+            plan.append(
+                SourceFile(uri, path, fmt, compression, max_record_bytes=max_record_bytes,
+                           problem=problem)
+            )
     yield from plan
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import duckdb
 
 from recstore.resources import resource_dir
+from recstore.store.db import refresh_views
 
 # Views a query may read, in documentation order. Layers above the store (compare, replay, sweep)
 # add the later names; a name is public only when the store actually has it.
@@ -85,7 +86,6 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
             "context_redacted": "whether the context snapshot was redacted",
             "metadata": "the record's metadata object (JSON); query keys as metadata.key",
             "tags": "tags given at ingest (JSON object); query keys as tag.key",
-            "items_hash": "sha256 of the canonical JSON of the items array",
             "source_id": "source (file) this revision was read from",
             "source_uri": "URI of that source",
             "source_line": "line in the source (NDJSON inputs)",
@@ -131,8 +131,7 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
             "item_index": "index of the call item",
             "output_item_index": "index of the output item",
             "arguments": "call arguments (JSON); query keys as args.key",
-            "args_canonical": "canonical JSON of the arguments",
-            "args_hash": "sha256 of the canonical arguments",
+            "args_hash": "aioc argsHash: sha256 of the canonical arguments",
             "has_output": "whether an output was recorded",
             "output": "the recorded output (JSON)",
             "envelope_status": "status of the output envelope (ok, error, denied, ...)",
@@ -326,14 +325,16 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
             "size_bytes": "size in bytes",
             "format": "json | ndjson | records",
             "compression": "gzip | NULL",
-            "status": "ok | partial | rejected",
+            "status": "ok | partial | rejected | incomplete (reading it was interrupted)",
             "record_count": "records read",
             "accepted": "new runs",
             "revised": "new revisions of known runs",
             "duplicate": "identical records (nothing appended)",
             "rejected": "records rejected",
-            "batch_id": "batch that finished reading it",
-            "ingested_at": "time read (UTC)",
+            "first_batch_id": "first batch that refers to it (committed with it)",
+            "batch_id": "batch that finished reading it (NULL while incomplete)",
+            "opened_at": "time reading it began (UTC)",
+            "ingested_at": "time it was read whole (UTC)",
         },
     ),
     "batches": (
@@ -349,6 +350,11 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
             "revised": "new revisions",
             "duplicate": "identical records",
             "rejected": "records rejected",
+            "event_count": "events the batch appended",
+            "first_seq": "first event seq of the batch (NULL: none)",
+            "last_seq": "last event seq of the batch",
+            "prev_hash": "hash of the previous batch (the chain `recstore verify` walks)",
+            "hash": "sha256 over the previous hash and every event and stream row of the batch",
         },
     ),
     "rejects": (
@@ -360,27 +366,27 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
             "line": "1-based line (NULL for whole-file inputs)",
             "reason": "why it was rejected",
             "path": "JSON path of the problem when known",
-            "raw_text": "the text as read",
+            "raw_text": "the text as read (the first 64 KiB of an input over the size limit)",
             "raw_bytes": "the exact bytes when not valid UTF-8",
+            "raw_sha256": "sha256 of the input as read (a reject is kept once per content)",
+            "raw_size": "size of the input as read, in bytes",
             "batch_id": "batch that rejected it",
             "rejected_at": "time (UTC)",
         },
     ),
     "events": (
-        "The append-only event log with its hash chain.",
+        "The append-only event log (hash-chained per batch: see batches).",
         {
             "seq": "global sequence number (gap-free, commit order)",
             "stream_key": "run key of the stream",
             "stream_pos": "0-based position in the stream across revisions",
             "revision": "revision the event belongs to",
-            "type": "event type (run_started, item_appended, policy_decision, ...)",
+            "type": "event type (run_started, item_appended, policy_decision, tags_changed, ...)",
             "idx": "position in its record array",
             "turn": "the record's turn, where the payload has one",
             "payload": "event payload (JSON, key order as read)",
             "source_id": "source the event was read from",
             "batch_id": "batch that appended it",
-            "prev_hash": "hash of the previous event of the stream",
-            "hash": "chained hash of this event",
         },
     ),
     # Views owned by the compare, replay and sweep layers: their columns are described in those
@@ -529,6 +535,7 @@ def default_catalog() -> Catalog:
     try:
         for path in sorted(resource_dir("schema").glob("*.sql")):
             con.execute(path.read_text(encoding="utf-8"))
+        refresh_views(con)
         return catalog_from_connection(con)
     finally:
         con.close()

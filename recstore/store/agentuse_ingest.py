@@ -39,10 +39,17 @@ from recstore.formats.agentuse import (
     scan_tree,
     to_run_record,
 )
-from recstore.formats.events import Event, record_to_events
+from recstore.formats.events import Event
 from recstore.formats.jsontext import dumps_json, loads_json
-from recstore.store.ingest import _now, run_key_for
-from recstore.store.projection import RunContext, project_record
+from recstore.formats.reader import RawInput
+from recstore.store.ingest import BatchWriter, SourceCounts, run_key_for
+from recstore.store.projection import (
+    COLUMNS,
+    Projection,
+    RunContext,
+    project_record,
+    rows_from_dicts,
+)
 
 __all__ = [
     "FILE_EVENT",
@@ -70,11 +77,11 @@ def file_payload(f: TreeFile) -> str:
     )
 
 
-def tree_hash(files: Iterable[TreeFile]) -> str:
+def tree_hash(files: Iterable[TreeFile]) -> bytes:
     """SHA-256 over the sorted ``(path, sha256)`` pairs: the stream revision's record_hash."""
     return hashlib.sha256(
         canonical_json(sorted([f.rel_path, f.sha256] for f in files)).encode()
-    ).hexdigest()
+    ).digest()
 
 
 def stored_files(
@@ -110,7 +117,7 @@ def stored_record(
     return to_run_record(stored_run(con, run_key, revision))[0]
 
 
-def project_stream(con: duckdb.DuckDBPyConnection, ctx: RunContext) -> dict[str, list[dict]]:
+def project_stream(con: duckdb.DuckDBPyConnection, ctx: RunContext) -> Projection:
     """Projection rows of an agentuse stream from its events alone (rebuild and verify)."""
     files, seqs = stored_files(con, ctx.run_key, ctx.revision)
     return project_run(assemble_run(list(files.values())), ctx, seqs)
@@ -122,19 +129,34 @@ def project_stream(con: duckdb.DuckDBPyConnection, ctx: RunContext) -> dict[str,
 
 def project_run(
     run: AgentuseRun, ctx: RunContext, seq_of_path: dict[str, int]
-) -> dict[str, list[dict]]:
-    """All projection rows of one agentuse run; item and gate rows point at their file's event."""
+) -> Projection:
+    """All projection rows of one agentuse run. Its events are whole files, so the JSON the
+    public views would read from an aioc run's events (items, outputs, gates) is kept in the
+    rows; item, call and gate rows point at the event of their file."""
     record, origins = to_run_record(run)
-    rows = project_record(record, ctx, record_to_events(record))
+    base = project_record(record, ctx)
+    rows = {table: [dict(zip(COLUMNS[table], row, strict=True)) for row in base[table]]
+            for table in ("proj_runs", "proj_items", "proj_tool_calls", "proj_findings")}
     session_seq = seq_of_path.get(f"{run.root.dir_name}/session.json", ctx.first_seq)
-    for row in rows["items"]:
-        origin = origins[row["item_index"]]
-        row["event_seq"] = seq_of_path.get(origin.rel_path or "", session_seq)
-    _patch_run_row(rows["runs"][0], run)
-    _patch_tool_calls(rows["tool_calls"], run, origins)
-    rows["visits"] = _visit_rows(run, ctx, origins)
-    rows["suspended_proposals"] = _gate_rows(run, ctx, seq_of_path, session_seq)
-    findings = rows["findings"]
+
+    def seq_of_item(index: int | None) -> int | None:
+        if index is None:
+            return None
+        return seq_of_path.get(origins[index].rel_path or "", session_seq)
+
+    items = record["items"]
+    for row in rows["proj_items"]:
+        row["event_seq"] = seq_of_item(row["item_index"])
+        row["payload"] = dumps_json(items[row["item_index"]])
+    for row in rows["proj_tool_calls"]:
+        row["call_seq"] = seq_of_item(row["item_index"])
+        row["output_seq"] = seq_of_item(row["output_item_index"])
+        if row["has_output"]:
+            output = items[row["output_item_index"]].get("output")
+            row["output"] = None if output is None else dumps_json(output)
+    _patch_run_row(rows["proj_runs"][0], run)
+    _patch_tool_calls(rows["proj_tool_calls"], run, origins)
+    findings = rows["proj_findings"]
     findings.extend(
         {
             "run_key": ctx.run_key,
@@ -145,8 +167,18 @@ def project_run(
         }
         for i, p in enumerate(p for p in run.problems if p.kept)
     )
-    rows["runs"][0]["finding_count"] = len(findings)
-    return rows
+    rows["proj_runs"][0]["finding_count"] = len(findings)
+    return {
+        **base,
+        "proj_runs": rows_from_dicts("proj_runs", rows["proj_runs"], extra=True),
+        "proj_items": rows_from_dicts("proj_items", rows["proj_items"]),
+        "proj_tool_calls": rows_from_dicts("proj_tool_calls", rows["proj_tool_calls"], extra=True),
+        "proj_findings": rows_from_dicts("proj_findings", findings),
+        "proj_visits": rows_from_dicts("proj_visits", _visit_rows(run, ctx, origins), extra=True),
+        "proj_suspended_proposals": rows_from_dicts(
+            "proj_suspended_proposals", _gate_rows(run, ctx, seq_of_path, session_seq)
+        ),
+    }
 
 
 def _patch_run_row(row: dict, run: AgentuseRun) -> None:
@@ -278,52 +310,24 @@ class AgentuseSource:
     """An agentuse tree given to ``recstore ingest`` (a data root, project, container or session)."""
 
     format = FORMAT
-    compression = None
-    sha256 = None
-    size_bytes = None
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.uri = str(self.path.resolve())
 
 
-def ingest_tree(writer: Any, source: AgentuseSource) -> None:
-    """Scan one tree and append, through ``writer`` (a ``BatchWriter``), the files of each
-    session that are new or changed, the rejects of new or changed bad files, and projections."""
-    counts = {"records": 0, "accepted": 0, "revised": 0, "duplicate": 0, "rejected": 0}
-    source_id = writer._next_source
-    writer._next_source += 1
-    writer.summary.sources += 1
+def ingest_tree(writer: BatchWriter, source: AgentuseSource) -> None:
+    """Scan one tree and append, through ``writer``, the files of each session that are new or
+    changed, the rejects of new or changed bad files, and projections."""
+    counts = SourceCounts(writer.open_source(source.uri, FORMAT))
     scan = scan_tree(source.path)
     known_rejects = _known_rejects(writer.con)
     for problem in scan.problems:
-        _reject(writer, source, source_id, problem, None, known_rejects, counts)
+        _reject(writer, source, counts, problem, None, known_rejects)
     for tree in scan.trees:
-        counts["records"] += 1
-        outcome = _store_tree(writer, source, source_id, tree, known_rejects, counts)
-        counts[outcome] += 1
-        writer._batch_counts[outcome] += 1
-        if writer._stored_in_batch >= writer.batch_size:
-            writer.flush()
-    usable = counts["accepted"] + counts["revised"] + counts["duplicate"]
-    status = "ok" if not counts["rejected"] else ("partial" if usable else "rejected")
-    writer._sources.append(
-        {
-            "source_id": source_id,
-            "uri": source.uri,
-            "sha256": None,
-            "size_bytes": None,
-            "format": FORMAT,
-            "compression": None,
-            "status": status,
-            "record_count": counts["records"],
-            "accepted": counts["accepted"],
-            "revised": counts["revised"],
-            "duplicate": counts["duplicate"],
-            "rejected": counts["rejected"],
-            "ingested_at": _now(),
-        }
-    )
+        counts.add(_store_tree(writer, source, counts, tree, known_rejects))
+        writer.submit_if_full()
+    writer.finish_source(counts)
 
 
 def _known_rejects(con: duckdb.DuckDBPyConnection) -> set[tuple[str, str]]:
@@ -331,13 +335,12 @@ def _known_rejects(con: duckdb.DuckDBPyConnection) -> set[tuple[str, str]]:
 
 
 def _reject(
-    writer: Any,
+    writer: BatchWriter,
     source: AgentuseSource,
-    source_id: int,
+    counts: SourceCounts,
     problem: Problem,
     file: TreeFile | None,
     known: set,
-    counts: dict,
 ) -> None:
     uri = problem.source_path or f"{source.uri}#{problem.rel_path}"
     reason = f"agentuse {problem.code}: {problem.reason}"
@@ -345,26 +348,9 @@ def _reject(
         return  # the same bad file was reported by an earlier scan
     known.add((uri, reason))
     text = file.text if file is not None else _read_text(problem.source_path)
-    writer._rejects.append(
-        {
-            "reject_id": writer._next_reject,
-            "source_id": source_id,
-            "source_uri": uri,
-            "line": None,
-            "reason": reason,
-            "path": problem.rel_path,
-            "raw_text": text,
-            "raw_bytes": None,
-            "rejected_at": _now(),
-        }
-    )
-    writer._next_reject += 1
-    writer.summary.rejected += 1
-    writer.summary.rejects.append(
-        {"source": uri, "line": None, "path": problem.rel_path, "reason": reason, "where": uri}
-    )
-    counts["rejected"] += 1
-    writer._batch_counts["rejected"] += 1
+    raw = RawInput(uri, None, text, data=(text or "").encode("utf-8", "surrogatepass"))
+    writer.reject(raw, counts.source_id, reason, problem.rel_path)
+    counts.rejected += 1
 
 
 def _read_text(path: str) -> str | None:
@@ -375,75 +361,41 @@ def _read_text(path: str) -> str | None:
 
 
 def _store_tree(
-    writer: Any,
+    writer: BatchWriter,
     source: AgentuseSource,
-    source_id: int,
+    counts: SourceCounts,
     tree: SessionTree,
     known_rejects: set,
-    counts: dict,
 ) -> str:
     key = run_key_for(FORMAT, tree.session_id)
-    current = writer._current.get(key)
-    if current is not None and current[0] == tree_hash(tree.files):
-        writer.summary.duplicate += 1  # fast path: every file as stored, nothing to read back
+    current = writer.current(key)
+    if current is not None and current.record_hash == tree_hash(tree.files):
+        writer.count_duplicate()  # fast path: every file as stored, nothing to read back
         return "duplicate"
-    if current is not None:
-        stored, seqs = stored_files(writer.con, key)
-    else:
-        stored, seqs = {}, {}
+    stored, seqs = stored_files(writer.con, key) if current is not None else ({}, {})
     changed = [
         f for f in tree.files if f.rel_path not in stored or stored[f.rel_path].sha256 != f.sha256
     ]
     if not changed:
-        writer.summary.duplicate += 1
+        writer.count_duplicate()
         return "duplicate"
     merged = {**stored, **{f.rel_path: f for f in tree.files}}
     run = assemble_run(list(merged.values()))
-    revision = 1 if current is None else current[1] + 1
-    first_seq = writer._next_seq
-    writer._append_events(
-        key, revision, [Event(FILE_EVENT, None, None, file_payload(f)) for f in changed], source_id
+
+    def project(ctx: RunContext) -> Projection:
+        for offset, f in enumerate(changed):
+            seqs[f.rel_path] = ctx.first_seq + offset
+        return project_run(run, ctx, seqs)
+
+    ctx = writer.append_revision(
+        key, tree.session_id, FORMAT, tree_hash(merged.values()),
+        [Event(FILE_EVENT, None, None, file_payload(f)) for f in changed],
+        counts.source_id, None, project,
     )
-    last_seq = writer._next_seq - 1
-    for offset, f in enumerate(changed):
-        seqs[f.rel_path] = first_seq + offset
-    record_hash = tree_hash(merged.values())
-    writer._current[key] = (record_hash, revision, last_seq)
-    writer._streams.append(
-        {
-            "stream_key": key,
-            "revision": revision,
-            "run_id": tree.session_id,
-            "format": FORMAT,
-            "record_hash": record_hash,
-            "first_seq": first_seq,
-            "last_seq": last_seq,
-            "event_count": len(changed),
-            "source_id": source_id,
-            "source_uri": source.uri,
-            "line": None,
-            "ingested_at": _now(),
-        }
-    )
-    ctx = RunContext(
-        key,
-        tree.session_id,
-        FORMAT,
-        revision,
-        record_hash,
-        writer.tags_json,
-        source_id,
-        source.uri,
-        None,
-        writer._next_batch,
-        first_seq,
-        last_seq,
-    )
-    projection = project_run(run, ctx, seqs)
     for problem in run.problems:
         file = merged.get(problem.rel_path) or merged.get(problem.rel_path.rsplit(":", 1)[0])
-        _reject(writer, source, source_id, problem, file, known_rejects, counts)
-    return writer._stage_projection(key, revision, projection)
+        _reject(writer, source, counts, problem, file, known_rejects)
+    return "accepted" if ctx.revision == 1 else "revised"
 
 
 def split_paths(

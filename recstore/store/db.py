@@ -34,6 +34,7 @@ __all__ = [
     "ensure_schema",
     "owner_only_files",
     "pending_schema_files",
+    "refresh_views",
     "schema_files",
     "stored_version",
 ]
@@ -156,6 +157,14 @@ def pending_schema_files(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str,
     return [entry for entry in schema_files() if entry[1] not in applied]
 
 
+def refresh_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Define the public views again (``*_views.sql``): DuckDB keeps a view's column list as it
+    was when the view was created, so columns later files add to a table appear only then."""
+    for _version, name, file in schema_files():
+        if name.endswith("_views.sql"):
+            con.execute(file.read_text(encoding="utf-8"))
+
+
 def ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Create a new store's tables, or upgrade an older store by applying the missing files."""
     check_version(path, stored_version(con))
@@ -170,6 +179,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
                 "INSERT INTO schema_migrations VALUES (?, ?, ?)",
                 [version, name, datetime.now(UTC).replace(tzinfo=None)],
             )
+        refresh_views(con)
         top = con.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
         con.execute(
             "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(top)]

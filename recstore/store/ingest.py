@@ -1,12 +1,16 @@
 """The ingest hot path: validate, hash, decompose into events, project, and append in batches.
 
-One :class:`BatchWriter` serves one ingest command while it holds the store's write lock. Rows
-accumulate in Python lists and are flushed every ``batch_size`` stored records as Arrow tables
-inside ONE transaction (events, streams, projections, rejects, sources, lineage and the batch
-row together), so a killed process leaves whole batches or nothing (tech-notes §2.2).
+One :class:`BatchWriter` serves one write command while it holds the store's write lock. Records
+are read in chunks; each chunk's run keys are looked up in one query, so identical records are
+counted as duplicates and changed ones become revisions without the writer holding every stream
+of the store in memory. Rows accumulate per batch and are committed every ``batch_size`` stored
+records as Arrow tables inside ONE transaction (events, streams, projections, rejects, sources,
+lineage and the batch row with its chain hash), so a killed process leaves whole batches or
+nothing (tech-notes §2.2). A source row is committed with the first batch of its input, and what
+reading it found when it has been read whole.
 
-Idempotency: the canonical hash of each stream's current revision is loaded once per command;
-an identical record appends nothing, a changed record with a known run key appends a revision.
+Tags are stream events (``tags_changed``): ingest with tags adds one to every run stored or found
+identical whose tags differ, and :meth:`BatchWriter.tag_runs` adds them for runs already stored.
 """
 
 from __future__ import annotations
@@ -18,68 +22,93 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import duckdb
 import pyarrow as pa
 
-from recstore.canonical import canonical_json, json_type_name
+from recstore.canonical import canonical_bytes, canonical_object_bytes, json_type_name
 from recstore.errors import InputError
 from recstore.formats.aioc import validate_run_record
-from recstore.formats.events import Event, record_to_events
-from recstore.formats.jsontext import dumps_json, sha256_canonical_record
+from recstore.formats.events import FAMILY_OF, Event, record_to_events
+from recstore.formats.jsontext import dumps_json, loads_json
 from recstore.formats.reader import RawInput
-from recstore.store.projection import PROJECTION_TABLES, RunContext, project_record
-from recstore.store.tables import StagedInsert, insert_rows, stage_rows
+from recstore.store.chain import EMPTY_DIGEST, Digest, batch_hash
+from recstore.store.projection import (
+    COLUMNS,
+    PROJECTION_TABLES,
+    Projection,
+    RunContext,
+    columns_for,
+    project_record,
+)
+from recstore.store.tables import StagedInsert, insert_columns, stage_columns
 
 __all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_MAX_RECORD_BYTES",
     "BatchWriter",
     "IngestSummary",
     "InputSource",
+    "SourceCounts",
     "delete_projections",
-    "event_hash",
     "run_key_for",
 ]
 
 DEFAULT_BATCH_SIZE = 2000
+# Records read, hashed and then looked up together (one query per chunk).
+CHUNK_SIZE = 1000
+# A batch is committed early once it holds this much payload text, so memory stays bounded.
+BATCH_BYTES = 64 * 2**20
+# A single record (line) larger than this is rejected unread (`--max-record-bytes`).
+DEFAULT_MAX_RECORD_BYTES = 64 * 2**20
 # IngestSummary.rejects lists at most this many (memory stays flat on a file of bad lines).
 SUMMARY_REJECTS = 100
-_SEP = "\x1f"
+TAGS_EVENT = "tags_changed"
+_NO_TAGS = "{}"
+
+EVENT_COLUMNS = (
+    "seq", "stream_key", "stream_pos", "revision", "type", "idx", "turn", "payload", "source_id",
+    "batch_id",
+)
+STREAM_COLUMNS = (
+    "stream_key", "revision", "run_id", "format", "record_hash", "first_seq", "last_seq",
+    "event_count", "source_id", "line", "batch_id", "ingested_at",
+)
+LINEAGE_COLUMNS = (
+    "child_run_key", "revision", "parent_run_key", "parent_run_id", "relation", "detail",
+    "source_id", "batch_id",
+)
+REJECT_COLUMNS = (
+    "reject_id", "source_id", "source_uri", "line", "reason", "path", "raw_text", "raw_bytes",
+    "raw_sha256", "raw_size", "batch_id", "rejected_at",
+)
+SOURCE_FILE_COLUMNS = ("source_id", "uri", "format", "compression", "batch_id", "opened_at")
+SOURCE_RESULT_COLUMNS = (
+    "source_id", "sha256", "size_bytes", "status", "record_count", "accepted", "revised",
+    "duplicate", "rejected", "batch_id", "finished_at",
+)
+
+
+def _utf8_safe(text: str) -> str:
+    """``text`` with lone surrogates as U+FFFD (keys and ids must be storable UTF-8)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def run_key_for(fmt: str, run_id: str) -> str:
     """Store key of a run: ``aioc:<runId>`` / ``agentuse:<sessionId>``."""
-    return f"{fmt}:{run_id}"
+    return _utf8_safe(f"{fmt}:{run_id}")
 
 
-def event_hash(
-    prev_hash: str | None,
-    stream_key: str,
-    stream_pos: int,
-    revision: int,
-    etype: str,
-    idx: int | None,
-    turn: int | None,
-    payload: str,
-) -> str:
-    """Chain hash of one event. ``recstore verify`` recomputes the same string in SQL:
-    the fields joined by U+001F, NULLs as empty strings, then the payload text."""
-    text = _SEP.join(
-        (
-            prev_hash or "",
-            stream_key,
-            str(stream_pos),
-            str(revision),
-            etype,
-            "" if idx is None else str(idx),
-            "" if turn is None else str(turn),
-            payload,
-        )
-    )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class InputSource(Protocol):
@@ -103,6 +132,7 @@ class IngestSummary:
     revised: int = 0
     duplicate: int = 0
     rejected: int = 0
+    tagged: int = 0
     sources: int = 0
     batches: int = 0
     seconds: float = 0.0
@@ -117,9 +147,10 @@ class IngestSummary:
     def line(self) -> str:
         """The one-line summary the CLI prints."""
         rate = (self.accepted + self.revised + self.duplicate) / self.seconds if self.seconds else 0
+        tagged = f", tagged {self.tagged}" if self.tagged else ""
         return (
             f"accepted {self.accepted}, duplicate {self.duplicate}, revised {self.revised}, "
-            f"rejected {self.rejected} ({self.sources} sources, {self.batches} batches, "
+            f"rejected {self.rejected}{tagged} ({self.sources} sources, {self.batches} batches, "
             f"{self.seconds:.2f}s, {rate:,.0f} records/s)"
         )
 
@@ -150,16 +181,6 @@ class _Progress:
             sys.stderr.flush()
 
 
-@dataclass
-class _SourceCounts:
-    source_id: int
-    records: int = 0
-    accepted: int = 0
-    revised: int = 0
-    duplicate: int = 0
-    rejected: int = 0
-
-
 _MEMORY_LIMIT = re.compile(r"\d+(?:\.\d+)?\s*(?:[KMGT]i?B|B)\Z", re.IGNORECASE)
 
 
@@ -173,8 +194,90 @@ def ingest_memory_limit() -> str:
     return value
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
+def record_hash(record: dict, item_canons: list[bytes]) -> bytes:
+    """sha256 of aioc's canonical JSON of ``record`` (32 bytes), reusing its items' canonical
+    JSON when the whole record cannot take the fast path in one piece."""
+    whole = canonical_bytes(record, fast_only=True)
+    if whole is None:
+        members = {
+            key: (b"[" + b",".join(item_canons) + b"]") if key == "items" else canonical_bytes(v)
+            for key, v in record.items()
+        }
+        whole = canonical_object_bytes(members)
+    return hashlib.sha256(whole).digest()
+
+
+class Prepared(NamedTuple):
+    """A valid record, hashed and decomposed, ready to be stored (or found identical)."""
+
+    record: dict
+    raw: RawInput
+    key: str
+    run_id: str
+    record_hash: bytes
+    events: list[Event]
+    item_canons: list[bytes]
+
+
+class _Stream(NamedTuple):
+    """What the writer knows of a stored stream: its current revision and tags."""
+
+    record_hash: bytes
+    revision: int
+    tags_json: str
+    next_pos: int | None  # None: not known yet (looked up when something is appended)
+
+
+@dataclass
+class SourceCounts:
+    """What reading one input found, by outcome."""
+
+    source_id: int
+    records: int = 0
+    accepted: int = 0
+    revised: int = 0
+    duplicate: int = 0
+    rejected: int = 0
+
+    def add(self, outcome: str) -> None:
+        self.records += 1
+        setattr(self, outcome, getattr(self, outcome) + 1)
+
+    @property
+    def status(self) -> str:
+        usable = self.accepted + self.revised + self.duplicate
+        return "ok" if not self.rejected else ("partial" if usable else "rejected")
+
+
+class _Batch:
+    """Rows of one batch (one transaction), in the order they will be committed."""
+
+    def __init__(self, batch_id: int) -> None:
+        self.batch_id = batch_id
+        self.started_at = _now()
+        # events by kind (run, item, entry, file): stored grouped so scans of a kind are cheap
+        self.events: list[list[tuple]] = [[], [], [], []]
+        self.streams: list[tuple] = []
+        self.projections: dict[str, Projection] = {}  # run key -> its rows (latest revision)
+        self.replaced: set[str] = set()  # runs whose rows from earlier batches are replaced
+        self.tag_updates: dict[str, str] = {}  # run key -> tags JSON, for rows already stored
+        self.lineage: list[tuple] = []
+        self.rejects: list[tuple] = []
+        self.source_files: list[tuple] = []
+        self.source_results: list[tuple] = []
+        self.counts = {"accepted": 0, "revised": 0, "duplicate": 0, "rejected": 0}
+        self.events_digest = Digest()
+        self.streams_digest = Digest()
+        self.first_seq: int | None = None
+        self.payload_bytes = 0
+        self.stored = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.events_digest.count or self.rejects or self.source_files or self.source_results
+            or self.tag_updates
+        )
 
 
 class BatchWriter:
@@ -189,39 +292,33 @@ class BatchWriter:
     ) -> None:
         self._con = con
         # DuckDB would otherwise cache up to 80 % of RAM in written pages, so an ingest's memory
-        # grew with its input; this bound keeps it flat and cost no speed in bench_ingest.
+        # grew with its input; this bound keeps it flat.
         con.execute(f"SET memory_limit = '{ingest_memory_limit()}'")
         # the batch being committed in the background, and what made its commit fail
         self._commit_thread: threading.Thread | None = None
         self._commit_error: BaseException | None = None
         self.batch_size = batch_size
-        self.tags_json = dumps_json(dict(tags or {}))
+        self.tags = dict(tags or {})
+        self.tags_json = dumps_json(self.tags)
         self.ingest_id = str(uuid.uuid4())
         self.summary = IngestSummary()
         self._progress = _Progress()
-        # stream_key -> (record_hash, revision, last_seq) of its current revision
-        self._current: dict[str, tuple[str, int, int]] = {
-            key: (h, rev, last)
-            for key, h, rev, last in con.execute(
-                "SELECT stream_key, arg_max(record_hash, revision), max(revision), "
-                "arg_max(last_seq, revision) FROM streams GROUP BY stream_key"
-            ).fetchall()
-        }
-        # stream_key -> (next stream_pos, last hash) for streams this writer appended to
-        self._tails: dict[str, tuple[int, str]] = {}
-        self._columns: dict = {}  # insert_rows' column cache for this connection
+        self._streams: dict[str, _Stream | None] = {}  # run key -> state; None: not stored
+        self._columns: dict = {}  # insert_columns' column cache for this connection
         self._next_seq = self._max("SELECT max(seq) FROM events") + 1
         self._next_batch = self._max("SELECT max(batch_id) FROM batches") + 1
         self._next_source = (
             max(
-                self._max("SELECT max(source_id) FROM sources"),
+                self._max("SELECT max(source_id) FROM source_files"),
                 self._max("SELECT max(source_id) FROM events"),
                 self._max("SELECT max(source_id) FROM rejects"),
             )
             + 1
         )
         self._next_reject = self._max("SELECT max(reject_id) FROM rejects") + 1
-        self._reset_batch()
+        row = con.execute("SELECT hash FROM batches ORDER BY batch_id DESC LIMIT 1").fetchone()
+        self._prev_hash: bytes | None = row[0] if row else None
+        self._batch = _Batch(self._next_batch)
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -233,17 +330,28 @@ class BatchWriter:
         value = self.con.execute(sql).fetchone()[0]
         return int(value) if value is not None else 0
 
-    def _reset_batch(self) -> None:
-        self._events: list[dict] = []
-        self._streams: list[dict] = []
-        self._rejects: list[dict] = []
-        self._sources: list[dict] = []
-        self._lineage: list[dict] = []
-        self._projections: dict[str, dict[str, list[dict]]] = {}
-        self._replaced_in_db: set[str] = set()
-        self._stored_in_batch = 0
-        self._batch_counts = {"accepted": 0, "revised": 0, "duplicate": 0, "rejected": 0}
-        self._batch_started = _now()
+    # -- sources ------------------------------------------------------------------------------
+
+    def open_source(self, uri: str, fmt: str, compression: str | None = None) -> int:
+        """Register an input; its row is committed with the current batch."""
+        source_id = self._next_source
+        self._next_source += 1
+        self.summary.sources += 1
+        self._batch.source_files.append(
+            (source_id, _utf8_safe(uri), fmt, compression, self._batch.batch_id, _now())
+        )
+        return source_id
+
+    def finish_source(
+        self, counts: SourceCounts, sha256: str | None = None, size: int | None = None
+    ) -> None:
+        """Record what reading an input found (committed with the current batch)."""
+        self._batch.source_results.append(
+            (
+                counts.source_id, sha256, size, counts.status, counts.records, counts.accepted,
+                counts.revised, counts.duplicate, counts.rejected, self._batch.batch_id, _now(),
+            )
+        )
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -264,198 +372,249 @@ class BatchWriter:
         return self.summary
 
     def _ingest_source(self, source: InputSource, lineage: list[dict]) -> None:
-        counts = _SourceCounts(self._next_source)
-        self._next_source += 1
-        self.summary.sources += 1
-        for raw in source.inputs():
-            counts.records += 1
-            outcome = self._ingest_one(raw, source, counts.source_id, lineage)
-            setattr(counts, outcome, getattr(counts, outcome) + 1)
-            self._batch_counts[outcome] += 1
-            done = self.summary.accepted + self.summary.revised + self.summary.duplicate
-            self._progress.update(done + self.summary.rejected)
-            if self._stored_in_batch >= self.batch_size:
-                self._submit_batch()
-        usable = counts.accepted + counts.revised + counts.duplicate
-        status = "ok" if not counts.rejected else ("partial" if usable else "rejected")
-        self._sources.append(
-            {
-                "source_id": counts.source_id,
-                "uri": source.uri,
-                "sha256": source.sha256,
-                "size_bytes": source.size_bytes,
-                "format": source.format,
-                "compression": source.compression,
-                "status": status,
-                "record_count": counts.records,
-                "accepted": counts.accepted,
-                "revised": counts.revised,
-                "duplicate": counts.duplicate,
-                "rejected": counts.rejected,
-                "ingested_at": _now(),
-            }
-        )
+        counts = SourceCounts(self.open_source(source.uri, source.format, source.compression))
+        for chunk in _chunks(source.inputs(), CHUNK_SIZE):
+            prepared = [self._prepare(raw, source, counts) for raw in chunk]
+            self._look_up([p.key for p in prepared if p is not None])
+            for p in prepared:
+                if p is not None:
+                    counts.add(self._store(p, counts.source_id, lineage))
+                self._progress.update(
+                    self.summary.accepted + self.summary.revised + self.summary.duplicate
+                    + self.summary.rejected
+                )
+                self.submit_if_full()
+        self.finish_source(counts, source.sha256, source.size_bytes)
 
-    def _ingest_one(
-        self, raw: RawInput, source: InputSource, source_id: int, lineage: list[dict]
-    ) -> str:
-        if raw.error is not None:
-            return self._reject(raw, source_id, raw.error, None)
+    def _prepare(
+        self, raw: RawInput, source: InputSource, counts: SourceCounts
+    ) -> Prepared | None:
+        """The record of ``raw`` validated, hashed and decomposed; None when it was rejected."""
         record = raw.value
-        if not isinstance(record, dict):
-            return self._reject(
-                raw, source_id, f"not a JSON object (got {json_type_name(record)})", None
-            )
-        try:
-            validate_run_record(record, source=source.uri)
-        except InputError as exc:
-            return self._reject(raw, source_id, exc.problem, exc.path)
-        return self._store(record, raw, source, source_id, lineage)
+        if raw.error is not None:
+            problem, path = raw.error, None
+        elif not isinstance(record, dict):
+            problem, path = f"not a JSON object (got {json_type_name(record)})", None
+        else:
+            try:
+                validate_run_record(record, source=source.uri)
+            except InputError as exc:
+                problem, path = exc.problem, exc.path
+            else:
+                items = record["items"]
+                item_canons = [canonical_bytes(item) for item in items]
+                run_id = record["runId"]
+                return Prepared(
+                    record, raw, run_key_for("aioc", run_id), _utf8_safe(run_id),
+                    record_hash(record, item_canons), record_to_events(record), item_canons,
+                )
+        counts.add("rejected")
+        self.reject(raw, counts.source_id, problem, path)
+        return None
 
-    def _reject(self, raw: RawInput, source_id: int, reason: str, path: str | None) -> str:
-        text = raw.text if raw.text is not None else dumps_json(raw.value)
-        self._rejects.append(
-            {
-                "reject_id": self._next_reject,
-                "source_id": source_id,
-                "source_uri": raw.source_uri,
-                "line": raw.line,
-                "reason": reason,
-                "path": path,
-                "raw_text": text,
-                "raw_bytes": raw.raw,
-                "rejected_at": _now(),
-            }
+    def reject(self, raw: RawInput, source_id: int, reason: str, path: str | None) -> None:
+        """Keep ``raw`` in the rejects table (once per URI, line, reason and content)."""
+        data = raw.data
+        if data is None:
+            data = (raw.text if raw.text is not None else dumps_json(raw.value)).encode(
+                "utf-8", "surrogatepass"
+            )
+        text = raw.text if raw.text is not None else data.decode("utf-8", "replace")
+        self._batch.rejects.append(
+            (
+                self._next_reject, source_id, _utf8_safe(raw.source_uri), raw.line, reason, path,
+                _utf8_safe(text.rstrip("\r\n")), raw.raw,
+                hashlib.sha256(data).digest() if raw.sha256 is None else raw.sha256,
+                raw.size if raw.size is not None else len(data), self._batch.batch_id, _now(),
+            )
         )
         self._next_reject += 1
+        self._batch.counts["rejected"] += 1
         self.summary.rejected += 1
-        if len(self.summary.rejects) >= SUMMARY_REJECTS:  # the rejects table keeps them all
-            return "rejected"
-        where = f"{raw.source_uri}:{raw.line}" if raw.line is not None else raw.source_uri
-        self.summary.rejects.append(
-            {
-                "source": raw.source_uri,
-                "line": raw.line,
-                "path": path,
-                "reason": reason,
-                "where": where,
-            }
-        )
-        return "rejected"
+        if len(self.summary.rejects) < SUMMARY_REJECTS:  # the rejects table keeps them all
+            where = f"{raw.source_uri}:{raw.line}" if raw.line is not None else raw.source_uri
+            self.summary.rejects.append(
+                {"source": raw.source_uri, "line": raw.line, "path": path, "reason": reason,
+                 "where": where}
+            )
+
+    # -- what is stored -----------------------------------------------------------------------
+
+    def _look_up(self, keys: list[str]) -> None:
+        """Learn the current revision and tags of every stored stream among ``keys``."""
+        unknown = list(dict.fromkeys(k for k in keys if k not in self._streams))
+        if not unknown:
+            return
+        wanted = pa.table({"stream_key": pa.array(unknown, pa.string())})  # noqa: F841
+        rows = self.con.execute(
+            """
+            SELECT s.stream_key, s.record_hash, s.revision, coalesce(r.tags::VARCHAR, '{}')
+            FROM streams s SEMI JOIN wanted w USING (stream_key)
+            LEFT JOIN proj_runs r ON r.run_key = s.stream_key
+            QUALIFY row_number() OVER (PARTITION BY s.stream_key ORDER BY s.revision DESC) = 1
+            """
+        ).fetchall()
+        for key in unknown:
+            self._streams[key] = None
+        for key, digest, revision, tags in rows:
+            self._streams[key] = _Stream(bytes(digest), revision, tags, None)
+
+    def current(self, key: str) -> _Stream | None:
+        """The stored state of stream ``key`` (None when it is not stored)."""
+        self._look_up([key])
+        return self._streams[key]
+
+    def _next_pos(self, key: str, state: _Stream | None) -> int:
+        if state is None:
+            return 0
+        if state.next_pos is not None:
+            return state.next_pos
+        row = self.con.execute(
+            "SELECT max(stream_pos) FROM events WHERE stream_key = ?", [key]
+        ).fetchone()
+        return (row[0] if row and row[0] is not None else -1) + 1
 
     # -- storing ------------------------------------------------------------------------------
 
-    def _store(
-        self,
-        record: dict,
-        raw: RawInput,
-        source: InputSource,
-        source_id: int,
-        lineage: list[dict],
-    ) -> str:
-        run_id = record["runId"]
-        key = run_key_for("aioc", run_id)
-        item_canons = [canonical_json(item) for item in record["items"]]
-        record_hash = sha256_canonical_record(record, "items", item_canons)
-        current = self._current.get(key)
-        if current is not None and current[0] == record_hash:
-            self.summary.duplicate += 1
+    def _store(self, p: Prepared, source_id: int, lineage: list[dict]) -> str:
+        state = self._streams.get(p.key)
+        if state is not None and state.record_hash == p.record_hash:
+            self.count_duplicate()
+            self._retag(p.key, state, source_id)
             return "duplicate"
-        revision = 1 if current is None else current[1] + 1
-        events = record_to_events(record)
-        first_seq = self._next_seq
-        self._append_events(key, revision, events, source_id)
-        last_seq = self._next_seq - 1
-        self._current[key] = (record_hash, revision, last_seq)
-        self._streams.append(
-            {
-                "stream_key": key,
-                "revision": revision,
-                "run_id": run_id,
-                "format": "aioc",
-                "record_hash": record_hash,
-                "first_seq": first_seq,
-                "last_seq": last_seq,
-                "event_count": len(events),
-                "source_id": source_id,
-                "source_uri": source.uri,
-                "line": raw.line,
-                "ingested_at": _now(),
-            }
+        revision = 1 if state is None else state.revision + 1
+
+        def project(ctx: RunContext) -> Projection:
+            return project_record(p.record, ctx, p.item_canons)
+
+        self.append_revision(
+            p.key, p.run_id, "aioc", p.record_hash, p.events, source_id, p.raw.line, project
         )
-        ctx = RunContext(
-            run_key=key,
-            run_id=run_id,
-            format="aioc",
-            revision=revision,
-            record_hash=record_hash,
-            tags_json=self.tags_json,
-            source_id=source_id,
-            source_uri=source.uri,
-            source_line=raw.line,
-            batch_id=self._next_batch,
-            first_seq=first_seq,
-            last_seq=last_seq,
-        )
-        projection = project_record(record, ctx, events, item_canons)
         for link in lineage:
-            if link.get("child", run_id) in (run_id, key):
-                self._lineage.append(_lineage_row(link, key, revision, source_id))
-        return self._stage_projection(key, revision, projection)
+            if link.get("child", p.run_id) in (p.run_id, p.key):
+                self._batch.lineage.append(_lineage_row(link, p.key, revision, source_id))
+        return "accepted" if revision == 1 else "revised"
 
-    def _stage_projection(self, key: str, revision: int, projection: dict[str, list[dict]]) -> str:
-        """Queue ``key``'s new projection for this batch and count the run as accepted (its first
-        revision) or revised; a run already in the database has its old rows replaced at commit."""
-        if revision > 1 and key not in self._projections:
-            self._replaced_in_db.add(key)
-        self._projections[key] = projection
-        self._stored_in_batch += 1
+    def append_revision(
+        self,
+        key: str,
+        run_id: str,
+        fmt: str,
+        digest: bytes,
+        events: list[Event],
+        source_id: int,
+        line: int | None,
+        project: Callable[[RunContext], Projection],
+    ) -> RunContext:
+        """Append a new revision of stream ``key`` (its record events, then its tags event when
+        the writer's tags change the run's) and stage ``project(ctx)`` as its projection."""
+        state = self.current(key)
+        revision = 1 if state is None else state.revision + 1
+        pos = self._next_pos(key, state)
+        first_seq = self._next_seq
+        pos = self._append_events(key, revision, pos, events, source_id)
+        last_seq = self._next_seq - 1
+        tags_json = self._merged_tags(state)
+        if tags_json != (state.tags_json if state is not None else _NO_TAGS):
+            pos = self._append_events(key, revision, pos, [self._tags_event()], source_id)
+        batch = self._batch
+        batch.streams.append(
+            (key, revision, run_id, fmt, digest, first_seq, last_seq, len(events), source_id, line,
+             batch.batch_id, _now())
+        )
+        batch.streams_digest.add_stream(
+            key, revision, run_id, fmt, digest, first_seq, last_seq, len(events), source_id, line
+        )
+        self._streams[key] = _Stream(digest, revision, tags_json, pos)
+        ctx = RunContext(
+            key, run_id, fmt, revision, tags_json, source_id, line, batch.batch_id, first_seq,
+            last_seq,
+        )
+        if revision > 1 and key not in batch.projections:
+            batch.replaced.add(key)
+        batch.projections[key] = project(ctx)
+        batch.tag_updates.pop(key, None)
+        batch.stored += 1
         self.summary.run_keys.append(key)
-        if revision == 1:
-            self.summary.accepted += 1
-            return "accepted"
-        self.summary.revised += 1
-        return "revised"
+        outcome = "accepted" if revision == 1 else "revised"
+        setattr(self.summary, outcome, getattr(self.summary, outcome) + 1)
+        batch.counts[outcome] += 1
+        return ctx
 
-    def _tail(self, key: str) -> tuple[int, str | None]:
-        tail = self._tails.get(key)
-        if tail is not None:
-            return tail
-        current = self._current.get(key)
-        if current is None:
-            return 0, None
-        pos, last_hash = self.con.execute(
-            "SELECT stream_pos, hash FROM events WHERE seq = ?", [current[2]]
-        ).fetchone()
-        return pos + 1, last_hash
+    def _merged_tags(self, state: _Stream | None) -> str:
+        """The tags of a run once the writer's are added to its current ones."""
+        if state is None:
+            return self.tags_json
+        if not self.tags:
+            return state.tags_json
+        return dumps_json({**loads_json(state.tags_json), **self.tags})
 
-    def _append_events(self, key: str, revision: int, events: list[Event], source_id: int) -> None:
-        pos, prev = self._tail(key)
+    def _tags_event(self, remove: Iterable[str] = ()) -> Event:
+        change: dict[str, Any] = {"set": self.tags}
+        if remove:
+            change["remove"] = sorted(remove)
+        return Event(TAGS_EVENT, None, None, dumps_json(change))
+
+    def _retag(self, key: str, state: _Stream, source_id: int) -> None:
+        """A run found identical gets the writer's tags it lacks, as a tags event."""
+        tags_json = self._merged_tags(state)
+        if tags_json == state.tags_json:
+            return
+        self.tag_run(key, state, self._tags_event(), tags_json, source_id)
+
+    def tag_run(
+        self, key: str, state: _Stream, event: Event, tags_json: str, source_id: int
+    ) -> None:
+        """Append a tags event to stored run ``key`` and set its projected tags."""
+        pos = self._append_events(
+            key, state.revision, self._next_pos(key, state), [event], source_id
+        )
+        self._streams[key] = state._replace(tags_json=tags_json, next_pos=pos)
+        staged = self._batch.projections.get(key)
+        if staged is not None:  # stored earlier in this batch: patch the staged run row
+            row = list(staged["proj_runs"][0])
+            row[_RUN_TAGS] = tags_json
+            staged["proj_runs"][0] = tuple(row)
+        else:
+            self._batch.tag_updates[key] = tags_json
+        self.summary.tagged += 1
+
+    def _append_events(
+        self, key: str, revision: int, pos: int, events: list[Event], source_id: int
+    ) -> int:
+        """Stage ``events`` of stream ``key`` from stream position ``pos``; the next position."""
+        batch = self._batch
+        if batch.first_seq is None:
+            batch.first_seq = self._next_seq
+        seq = self._next_seq
+        add = batch.events_digest.add_event
         for event in events:
-            digest = event_hash(
-                prev, key, pos, revision, event.type, event.idx, event.turn, event.payload_text
+            etype, idx, turn, payload = event
+            batch.events[FAMILY_OF.get(etype, 0)].append(
+                (seq, key, pos, revision, etype, idx, turn, payload, source_id)
             )
-            self._events.append(
-                {
-                    "seq": self._next_seq,
-                    "stream_key": key,
-                    "stream_pos": pos,
-                    "revision": revision,
-                    "type": event.type,
-                    "idx": event.idx,
-                    "turn": event.turn,
-                    "payload": event.payload_text,
-                    "source_id": source_id,
-                    "prev_hash": prev,
-                    "hash": digest,
-                }
-            )
-            self._next_seq += 1
+            add(key, pos, revision, etype, idx, turn, payload)
+            batch.payload_bytes += len(payload)
+            seq += 1
             pos += 1
-            prev = digest
-        self._tails[key] = (pos, prev)
+        self._next_seq = seq
+        return pos
 
     # -- committing ---------------------------------------------------------------------------
+
+    def count_duplicate(self) -> None:
+        """Count a run found identical to its stored revision (nothing is appended)."""
+        self.summary.duplicate += 1
+        self._batch.counts["duplicate"] += 1
+
+    def submit_if_full(self) -> None:
+        """Commit the pending batch (in the background) once it is full."""
+        batch = self._batch
+        if (
+            batch.stored + len(batch.rejects) >= self.batch_size
+            or batch.payload_bytes >= BATCH_BYTES
+        ):
+            self._submit_batch()
 
     def flush(self) -> None:
         """Commit everything pending as one batch (one transaction) and wait until it is
@@ -471,47 +630,67 @@ class BatchWriter:
         and it is a single transaction, so a killed process still leaves whole batches or nothing.
         """
         self._wait_for_commit()
-        if not (self._events or self._rejects or self._sources):
-            self._reset_batch()
+        batch = self._batch
+        if batch.empty:
             return
-        batch_id = self._next_batch
-        for rows in (self._events, self._streams, self._rejects, self._sources, self._lineage):
-            for row in rows:
-                row["batch_id"] = batch_id
-        tables = [
-            ("events", self._events),
-            ("streams", self._streams),
-            *(
-                (table, [row for rows in self._projections.values() for row in rows[table]])
-                for table in PROJECTION_TABLES
-            ),
-            ("lineage_log", self._lineage),
-            ("rejects", self._rejects),
-            ("sources", self._sources),
-        ]
+        event_count = batch.events_digest.count
+        digest = batch_hash(
+            self._prev_hash, batch.batch_id, event_count,
+            batch.events_digest.hexdigest() if event_count else EMPTY_DIGEST,
+            batch.streams_digest.hexdigest() if batch.streams_digest.count else EMPTY_DIGEST,
+        )
         # Arrow conversion needs the GIL, so it happens here; the thread only runs DuckDB.
-        inserts = [
-            staged
-            for table, rows in tables
-            if (staged := stage_rows(self._con, table, rows, columns_cache=self._columns))
-        ]
+        inserts = self._stage(batch)
         batch_row = {
-            "batch_id": batch_id,
+            "batch_id": batch.batch_id,
             "ingest_id": self.ingest_id,
-            "started_at": self._batch_started,
+            "started_at": batch.started_at,
             "tags": self.tags_json,
             "pid": os.getpid(),
-            **self._batch_counts,
+            **batch.counts,
+            "event_count": event_count,
+            "first_seq": batch.first_seq,
+            "last_seq": None if batch.first_seq is None else batch.first_seq + event_count - 1,
+            "prev_hash": self._prev_hash,
+            "hash": digest,
         }
-        replaced = sorted(self._replaced_in_db)
+        self._prev_hash = digest
         self._next_batch += 1
-        self._reset_batch()
+        self._batch = _Batch(self._next_batch)
         self._commit_thread = threading.Thread(
             target=self._commit_batch,
-            args=(inserts, batch_row, replaced),
+            args=(inserts, batch_row, sorted(batch.replaced), batch.tag_updates),
             name="recstore-batch-commit",
         )
         self._commit_thread.start()
+
+    def _stage(self, batch: _Batch) -> list[StagedInsert]:
+        b = batch.batch_id
+        events = [(*row, b) for family in batch.events for row in family]
+        tables: list[tuple[str, tuple[str, ...], list[tuple]]] = [
+            ("events", EVENT_COLUMNS, events),
+            ("streams", STREAM_COLUMNS, batch.streams),
+            ("source_files", SOURCE_FILE_COLUMNS, batch.source_files),
+            ("source_results", SOURCE_RESULT_COLUMNS, batch.source_results),
+            ("lineage_log", LINEAGE_COLUMNS, [(*row, b) for row in batch.lineage]),
+        ]
+        for table in PROJECTION_TABLES:
+            rows = [row for projection in batch.projections.values()
+                    for row in projection.get(table, ())]
+            tables.extend(_by_width(table, rows))
+        staged = [
+            stage_columns(self._con, table, columns, rows, columns_cache=self._columns)
+            for table, columns, rows in tables
+            if rows
+        ]
+        if batch.rejects:
+            staged.append(
+                stage_columns(
+                    self._con, "rejects", REJECT_COLUMNS, batch.rejects,
+                    columns_cache=self._columns, unless_exists=_REJECT_KEY,
+                )
+            )
+        return staged
 
     def _wait_for_commit(self) -> None:
         """Wait for the batch in flight (if any); re-raise what made its commit fail."""
@@ -525,7 +704,11 @@ class BatchWriter:
             raise error
 
     def _commit_batch(
-        self, inserts: list[StagedInsert], batch_row: dict[str, Any], replaced: list[str]
+        self,
+        inserts: list[StagedInsert],
+        batch_row: dict[str, Any],
+        replaced: list[str],
+        tag_updates: dict[str, str],
     ) -> None:
         con = self._con
         try:
@@ -535,8 +718,13 @@ class BatchWriter:
                     delete_projections(con, replaced)
                 for staged in inserts:
                     staged.run(con)
+                if tag_updates:
+                    _update_tags(con, tag_updates)
                 batch_row["committed_at"] = _now()
-                insert_rows(con, "batches", [batch_row], columns_cache=self._columns)
+                insert_columns(
+                    con, "batches", tuple(batch_row), [tuple(batch_row.values())],
+                    columns_cache=self._columns,
+                )
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -547,6 +735,29 @@ class BatchWriter:
         self.summary.batches += 1
 
 
+# A reject is recorded once per (source URI, line, reason, content).
+_REJECT_KEY = ("source_uri", "line", "reason", "raw_sha256")
+_RUN_TAGS = COLUMNS["proj_runs"].index("tags")
+
+
+def _by_width(table: str, rows: list[tuple]) -> list[tuple[str, tuple[str, ...], list[tuple]]]:
+    """Rows of one projection table grouped by their column list: aioc rows have the base
+    columns, agentuse rows also the agentuse ones (schema/030_agentuse.sql)."""
+    groups: dict[int, list[tuple]] = {}
+    for row in rows:
+        groups.setdefault(len(row), []).append(row)
+    return [(table, columns_for(table, width), group) for width, group in groups.items()]
+
+
+def _update_tags(con: duckdb.DuckDBPyConnection, tag_updates: dict[str, str]) -> None:
+    retagged = pa.table(  # noqa: F841 - read by SQL
+        {"run_key": list(tag_updates), "tags": list(tag_updates.values())}
+    )
+    con.execute(
+        "UPDATE proj_runs SET tags = t.tags FROM retagged t WHERE proj_runs.run_key = t.run_key"
+    )
+
+
 def delete_projections(con: duckdb.DuckDBPyConnection, run_keys: list[str]) -> None:
     """Remove the projection rows of ``run_keys`` (before their new revision is projected)."""
     replaced = pa.table({"run_key": pa.array(run_keys, pa.string())})  # noqa: F841 - read by SQL
@@ -554,14 +765,21 @@ def delete_projections(con: duckdb.DuckDBPyConnection, run_keys: list[str]) -> N
         con.execute(f"DELETE FROM {table} WHERE run_key IN (SELECT run_key FROM replaced)")
 
 
-def _lineage_row(link: dict, key: str, revision: int, source_id: int) -> dict:
+def _chunks(inputs: Iterator[RawInput], size: int) -> Iterator[list[RawInput]]:
+    chunk: list[RawInput] = []
+    for raw in inputs:
+        chunk.append(raw)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _lineage_row(link: dict, key: str, revision: int, source_id: int) -> tuple:
     detail = link.get("detail")
-    return {
-        "child_run_key": key,
-        "revision": revision,
-        "parent_run_key": link.get("parent_run_key"),
-        "parent_run_id": link.get("parent_run_id"),
-        "relation": link["relation"],
-        "detail": None if detail is None else dumps_json(detail),
-        "source_id": source_id,
-    }
+    return (
+        key, revision, link.get("parent_run_key"), link.get("parent_run_id"), link["relation"],
+        None if detail is None else dumps_json(detail), source_id,
+    )
+

@@ -1,61 +1,176 @@
 """Projection rows of one stored record, built from :func:`recstore.records.analyze`.
 
 Ingest and rebuild both call :func:`project_record`, so the projections a rebuild produces are
-by construction the ones ingest wrote. Rows are plain dicts keyed by column name; the tables are
-declared in ``schema/002_projections.sql``. A TIMESTAMP column ``x`` is filled from its ``x_text``
-column in SQL (see :mod:`recstore.store.tables`), so only the original strings appear here.
+by construction the ones ingest wrote. It is pure (no DuckDB), so any engine that can run Python
+over records gets the same rows. Rows are tuples in the column order of :data:`COLUMNS` (the
+``proj_*`` tables of ``schema/002_projections.sql`` minus what the insert computes in SQL: a
+TIMESTAMP ``x`` from its ``x_text`` column, ``duration_ms``). Texts the event log holds (item
+JSON, outputs, hashes written in the record, whole entries) are not copied: the public views
+read them from the event a row points at (``event_seq``).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
-from recstore.canonical import canonical_json
-from recstore.formats.events import ARRAY_EVENT_TYPES, Event
+from recstore.canonical import canonical_bytes
+from recstore.formats.events import ARRAY_EVENT_TYPES
 from recstore.formats.jsontext import dumps_json
 from recstore.records import RecordAnalysis, analyze
+from recstore.records.keys import RunKeys, call_output_key, key_of, sequence_key, text_key
 
-__all__ = ["PROJECTION_TABLES", "RunContext", "project_record"]
+__all__ = [
+    "COLUMNS",
+    "EXTRA_COLUMNS",
+    "PROJECTION_TABLES",
+    "Projection",
+    "RunContext",
+    "columns_for",
+    "event_offsets",
+    "fold_tags",
+    "items_keys",
+    "project_record",
+    "rows_from_dicts",
+]
 
+# Staged columns of every projection table, in DDL order (a test checks them against the DDL).
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "proj_runs": (
+        "run_key", "run_id", "format", "revision", "status", "agent", "initial_agent",
+        "final_agent", "provider", "model", "question", "response", "started_text",
+        "completed_text", "error_name", "error_message", "input_source", "input_item_count",
+        "item_count", "request_count", "tool_call_count", "handoff_count", "denial_count",
+        "approval_count", "guardrail_trip_count", "visit_count", "finding_count",
+        "execution_recording_status", "context_redacted", "metadata", "tags", "items_key",
+        "source_id", "source_line", "batch_id", "first_seq", "last_seq", "replay_of_run_id",
+        "response_key", "response_length", "metadata_key", "metadata_is_object", "policy_count",
+        "guardrail_count", "calls_full_key", "policy_seq_key", "guardrails_seq_key",
+    ),
+    "proj_items": (
+        "run_key", "item_index", "type", "role", "request_turn", "in_input", "event_seq",
+        "payload",
+    ),
+    "proj_tool_calls": (
+        "run_key", "call_index", "ordinal", "call_id", "name", "item_index", "output_item_index",
+        "arguments", "args_hash", "has_output", "output_key", "envelope_status", "envelope_code",
+        "request_turn", "visit_index", "agent", "is_handoff", "handoff_target", "policy_decision",
+        "policy_decision_index", "in_input", "call_seq", "output_seq", "output",
+    ),
+    "proj_requests": (
+        "run_key", "request_index", "turn", "agent", "provider", "model", "message_count",
+        "output_start", "output_end", "visit_index", "prompt_version", "tool_count",
+        "runtime_version", "timestamp_text", "event_seq", "snapshot_seq",
+    ),
+    "proj_visits": (
+        "run_key", "visit_index", "agent", "entered_after_turn", "via_call_id", "transition",
+        "request_count", "first_turn", "last_turn", "item_start", "item_end",
+    ),
+    "proj_policy_decisions": (
+        "run_key", "decision_index", "turn", "call_id", "decision", "reason", "public_reason",
+        "result_mode", "policy_version", "resource_kind", "resource_name", "expires_at_text",
+        "handoff_applied", "applied_basis", "timestamp_text", "event_seq", "entry_key",
+        "is_object",
+    ),
+    "proj_guardrail_decisions": (
+        "run_key", "decision_index", "turn", "guardrail_name", "decision", "reason",
+        "timestamp_text", "event_seq", "entry_key", "is_object",
+    ),
+    "proj_prompt_snapshots": (
+        "run_key", "snapshot_index", "turn", "agent", "model", "prompt_version",
+        "has_prompt_text", "timestamp_text", "event_seq",
+    ),
+    "proj_suspended_proposals": (
+        "run_key", "proposal_index", "turn", "call_id", "kind", "agent", "tool_name",
+        "from_agent", "to_agent", "reason", "public_reason", "policy_version", "expires_at_text",
+        "timestamp_text", "event_seq", "args_canonical", "metadata", "payload",
+    ),
+    "proj_findings": ("run_key", "finding_index", "code", "message", "path"),
+    "proj_input_prefixes": ("run_key", "prefix_len", "prefix_key"),
+}
 # Tables holding one run's projection rows; each has a run_key column.
-PROJECTION_TABLES = (
-    "runs",
-    "items",
-    "tool_calls",
-    "requests",
-    "visits",
-    "policy_decisions",
-    "guardrail_decisions",
-    "prompt_snapshots",
-    "suspended_proposals",
-    "findings",
-    "run_input_prefixes",
-)
+PROJECTION_TABLES = tuple(COLUMNS)
+# Columns only agentuse runs fill (schema/030_agentuse.sql); their rows have COLUMNS + these.
+EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {
+    "proj_runs": (
+        "trigger", "mock", "error_code", "tokens_input", "tokens_output", "tokens_reasoning",
+        "tokens_cache_read", "tokens_cache_write", "result_of_run_id",
+    ),
+    "proj_visits": (
+        "session_id", "parent_visit_index", "parent_link", "link_confidence", "depth", "status",
+        "model", "tokens_input", "tokens_output",
+    ),
+    "proj_tool_calls": (
+        "part_id", "status", "error", "started_text", "ended_text", "duration_ms",
+        "arguments_normalised", "artifact_path", "child_session_id", "child_link",
+        "child_link_confidence",
+    ),
+}
+
+
+def columns_for(table: str, width: int) -> tuple[str, ...]:
+    """The column list of a ``table`` row with ``width`` values (base, or base + agentuse)."""
+    base = COLUMNS[table]
+    if width == len(base):
+        return base
+    full = base + EXTRA_COLUMNS.get(table, ())
+    if width != len(full):
+        raise ValueError(f"{table}: a row of {width} values fits no column list")
+    return full
 
 _INT32 = 2**31
-# (event type, array index) -> (seq, payload text) of that element's event
-_EventIndex = dict[tuple[str, int], tuple[int, str]]
+_GETTERS = {table: itemgetter(*columns) for table, columns in COLUMNS.items()}
 
 
 @dataclass(frozen=True, slots=True)
 class RunContext:
-    """Where a stored revision came from: its stream, hashes, source and event range."""
+    """Where a stored revision came from: its stream, tags, source and event range."""
 
     run_key: str
     run_id: str
     format: str
     revision: int
-    record_hash: str
     tags_json: str
     source_id: int
-    source_uri: str | None
     source_line: int | None
     batch_id: int
     first_seq: int
     last_seq: int
+
+
+# {table: [row tuple, ...]} for one run; tables without rows may be absent.
+Projection = dict[str, list[tuple]]
+
+
+def rows_from_dicts(table: str, rows: list[dict], extra: bool = False) -> list[tuple]:
+    """Row dicts (missing columns are NULL) as tuples in :data:`COLUMNS` order, followed by the
+    agentuse columns when ``extra``."""
+    columns = COLUMNS[table] + (EXTRA_COLUMNS.get(table, ()) if extra else ())
+    return [tuple(row.get(c) for c in columns) for row in rows]
+
+
+def fold_tags(changes: list[dict]) -> dict[str, str]:
+    """A run's tags: its ``tags_changed`` payloads (``{"set": {...}, "remove": [...]}``) applied
+    in order."""
+    tags: dict[str, str] = {}
+    for change in changes:
+        tags.update(change.get("set") or {})
+        for key in change.get("remove") or ():
+            tags.pop(key, None)
+    return tags
+
+
+def items_keys(item_canons: list[bytes], count: int | None) -> tuple[int, list[tuple[int, int]]]:
+    """Key of canonical ``items`` and of ``items[:k]`` for every k in 1..count, given each item's
+    canonical JSON: canonical JSON of a list is ``[`` + elements joined by ``,`` + ``]``, so each
+    prefix is the running text closed with ``]``."""
+    limit = min(count or 0, len(item_canons))
+    prefixes = []
+    for k in range(1, limit + 1):
+        prefixes.append((k, text_key(b"[" + b",".join(item_canons[:k]) + b"]")))
+    return text_key(b"[" + b",".join(item_canons) + b"]"), prefixes
 
 
 def _int(value: Any) -> int | None:
@@ -67,14 +182,6 @@ def _int(value: Any) -> int | None:
     if isinstance(value, int) and -_INT32 <= value < _INT32:
         return value
     return None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _json(value: Any) -> str | None:
-    return None if value is None else dumps_json(value)
 
 
 def _text(value: Any) -> str | None:
@@ -97,89 +204,76 @@ def _list(record: dict, key: str) -> list:
     return value if isinstance(value, list) else []
 
 
-def _prefix_hashes(item_canons: list[str], count: int | None) -> tuple[str, list[tuple[int, str]]]:
-    """sha256 of canonical ``items`` and of ``items[:k]`` for every k in 1..count, given each
-    item's canonical JSON.
-
-    One pass: canonical JSON of a list is ``[`` + elements joined by ``,`` + ``]``, so each prefix
-    hash is a copy of the running hasher closed with ``]``."""
-    running = hashlib.sha256(b"[")
-    prefixes: list[tuple[int, str]] = []
-    limit = count or 0
-    for k, canon in enumerate(item_canons, start=1):
-        if k > 1:
-            running.update(b",")
-        running.update(canon.encode("utf-8"))
-        if k <= limit:
-            closed = running.copy()
-            closed.update(b"]")
-            prefixes.append((k, closed.hexdigest()))
-    running.update(b"]")
-    return running.hexdigest(), prefixes
+def event_offsets(record: dict) -> dict[str, int]:
+    """Offset from the revision's first seq of element 0 of each record array, in the order
+    :func:`recstore.formats.events.record_to_events` writes them (``run_started`` is 0)."""
+    offsets = {}
+    position = 1
+    for key, value in record.items():
+        etype = ARRAY_EVENT_TYPES.get(key)
+        if etype is not None and isinstance(value, list):
+            offsets[etype] = position
+            position += len(value)
+    return offsets
 
 
 def project_record(
-    record: dict, ctx: RunContext, events: list[Event], item_canons: list[str] | None = None
-) -> dict[str, list[dict]]:
-    """All projection rows of one record: ``{table: [row, ...]}``.
+    record: dict, ctx: RunContext, item_canons: list[bytes] | None = None
+) -> Projection:
+    """All projection rows of one record.
 
-    ``events`` are the record's events as stored (seq ``ctx.first_seq + position``); rows that
-    come from one event carry its seq and reuse its payload text. ``item_canons`` (the canonical
-    JSON of each item) saves recomputing it when the caller already has it.
+    Rows that come from one event carry its seq (``ctx.first_seq`` + its position in
+    :func:`~recstore.formats.events.record_to_events`). ``item_canons`` (each item's canonical
+    JSON) saves recomputing it when the caller already has it.
     """
-    seq_of = {
-        (e.type, e.idx): (ctx.first_seq + j, e.payload_text)
-        for j, e in enumerate(events)
-        if e.idx is not None
-    }
+    offsets = event_offsets(record)
+    base = {etype: ctx.first_seq + offset for etype, offset in offsets.items()}
     analysis = analyze(record)
     items = record["items"]
     if item_canons is None:
-        item_canons = [canonical_json(item) for item in items]
-    items_hash, prefixes = _prefix_hashes(item_canons, analysis.scope.count)
-    rows: dict[str, list[dict]] = {
-        "runs": [_run_row(record, analysis, ctx, items_hash)],
-        "items": _item_rows(record, analysis, ctx, seq_of),
-        "tool_calls": _tool_call_rows(analysis, ctx),
-        "requests": _request_rows(record, analysis, ctx, seq_of),
-        "visits": _visit_rows(analysis, ctx),
-        "policy_decisions": _policy_rows(record, analysis, ctx, seq_of),
-        "guardrail_decisions": _element_rows(
-            record, "guardrailDecisions", ctx, seq_of, "decision_index", _guardrail_columns
+        item_canons = [canonical_bytes(item) for item in items]
+    items_key, prefixes = items_keys(item_canons, analysis.scope.count)
+    calls = _tool_call_rows(analysis, ctx, base.get("item_appended", 0))
+    policy = _policy_rows(record, analysis, ctx, base)
+    guardrails = _element_rows(record, "guardrailDecisions", ctx, base, _guardrail_columns)
+    keys = RunKeys.of(record)
+    run = _run_row(record, analysis, ctx, items_key, keys)
+    run["calls_full_key"] = sequence_key([(r[4], r[8], r[9], r[10]) for r in calls])
+    run["policy_seq_key"] = sequence_key([r[-2] for r in policy])
+    run["guardrails_seq_key"] = sequence_key([r[-2] for r in guardrails])
+    return {
+        "proj_runs": [_GETTERS["proj_runs"](run)],
+        "proj_items": _item_rows(record, analysis, ctx, base.get("item_appended", 0)),
+        "proj_tool_calls": calls,
+        "proj_requests": _request_rows(record, analysis, ctx, base),
+        "proj_visits": _visit_rows(analysis, ctx),
+        "proj_policy_decisions": policy,
+        "proj_guardrail_decisions": guardrails,
+        "proj_prompt_snapshots": _element_rows(
+            record, "promptSnapshots", ctx, base, _snapshot_columns
         ),
-        "prompt_snapshots": _element_rows(
-            record, "promptSnapshots", ctx, seq_of, "snapshot_index", _snapshot_columns
+        "proj_suspended_proposals": _element_rows(
+            record, "suspendedProposals", ctx, base, _proposal_columns
         ),
-        "suspended_proposals": _element_rows(
-            record, "suspendedProposals", ctx, seq_of, "proposal_index", _proposal_columns
-        ),
-        "findings": [
-            {
-                "run_key": ctx.run_key,
-                "finding_index": i,
-                "code": f.code,
-                "message": f.message,
-                "path": f.path,
-            }
-            for i, f in enumerate(analysis.findings)
+        "proj_findings": [
+            (ctx.run_key, i, f.code, f.message, f.path) for i, f in enumerate(analysis.findings)
         ],
-        "run_input_prefixes": [
-            {"run_key": ctx.run_key, "prefix_len": k, "prefix_hash": h} for k, h in prefixes
-        ],
+        "proj_input_prefixes": [(ctx.run_key, k, key) for k, key in prefixes],
     }
-    return rows
 
 
-def _run_row(record: dict, a: RecordAnalysis, ctx: RunContext, items_hash: str) -> dict:
+def _run_row(
+    record: dict, a: RecordAnalysis, ctx: RunContext, items_key: int, keys: RunKeys
+) -> dict:
     decisions = [d for d in _list(record, "policyDecisions") if isinstance(d, dict)]
     guardrails = [g for g in _list(record, "guardrailDecisions") if isinstance(g, dict)]
     metadata = record.get("metadata")
+    redacted = record.get("contextRedacted")
     return {
         "run_key": ctx.run_key,
         "run_id": ctx.run_id,
         "format": ctx.format,
         "revision": ctx.revision,
-        "record_hash": ctx.record_hash,
         "status": _text(record.get("status")),
         "agent": _text(record.get("agentName")),
         "initial_agent": _text(a.initial_agent),
@@ -204,25 +298,26 @@ def _run_row(record: dict, a: RecordAnalysis, ctx: RunContext, items_hash: str) 
         "visit_count": len(a.visits),
         "finding_count": len(a.findings),
         "execution_recording_status": _text(record.get("executionRecordingStatus")),
-        "context_redacted": (
-            record.get("contextRedacted")
-            if isinstance(record.get("contextRedacted"), bool)
-            else None
-        ),
-        "metadata": _json(metadata),
+        "context_redacted": redacted if isinstance(redacted, bool) else None,
+        "metadata": None if metadata is None else dumps_json(metadata),
         "tags": ctx.tags_json,
-        "items_hash": items_hash,
+        "items_key": items_key,
         "source_id": ctx.source_id,
-        "source_uri": ctx.source_uri,
         "source_line": ctx.source_line,
         "batch_id": ctx.batch_id,
         "first_seq": ctx.first_seq,
         "last_seq": ctx.last_seq,
         "replay_of_run_id": _text(_dict(metadata).get("replayOfRunId")),
+        "response_key": keys.response_key,
+        "response_length": keys.response_length,
+        "metadata_key": keys.metadata_key,
+        "metadata_is_object": keys.metadata_is_object,
+        "policy_count": keys.policy_count,
+        "guardrail_count": keys.guardrail_count,
     }
 
 
-def _item_rows(record: dict, a: RecordAnalysis, ctx: RunContext, seq_of: _EventIndex) -> list[dict]:
+def _item_rows(record: dict, a: RecordAnalysis, ctx: RunContext, first: int) -> list[tuple]:
     turn_of_item: dict[int, Any] = {}
     for req in a.requests:
         for k in range(req.output_start, req.output_end):
@@ -236,207 +331,210 @@ def _item_rows(record: dict, a: RecordAnalysis, ctx: RunContext, seq_of: _EventI
     for i, item in enumerate(record["items"]):
         it = _dict(item)
         rows.append(
-            {
-                "run_key": ctx.run_key,
-                "item_index": i,
-                "type": _text(it.get("type")),
-                "role": _text(it.get("role")),
-                "call_id": _text(it.get("callId")),
-                "name": _text(it.get("name")),
-                "request_turn": _int(turn_of_item.get(i)),
-                "in_input": i < input_end,
-                "content": _text(it.get("content")),
-                "payload": seq_of[("item_appended", i)][1],
-                "event_seq": seq_of[("item_appended", i)][0],
-            }
+            (
+                ctx.run_key,
+                i,
+                _text(it.get("type")),
+                _text(it.get("role")),
+                _int(turn_of_item.get(i)),
+                i < input_end,
+                first + i,
+                None,
+            )
         )
     return rows
 
 
-def _tool_call_rows(a: RecordAnalysis, ctx: RunContext) -> list[dict]:
+def _tool_call_rows(a: RecordAnalysis, ctx: RunContext, first_item_seq: int) -> list[tuple]:
     rows = []
     for join in a.tool_calls:
         call = join.call
+        arguments = call.get("arguments")
         rows.append(
-            {
-                "run_key": ctx.run_key,
-                "call_index": join.index,
-                "ordinal": _int(call.get("turn")),
-                "call_id": _text(call.get("callId")),
-                "name": _text(call.get("name")),
-                "item_index": join.call_item_index,
-                "output_item_index": join.output_item_index,
-                "arguments": _json(call.get("arguments")),
-                "args_canonical": call.get("argsCanonicalJson"),
-                "args_hash": call.get("argsHash"),
-                "has_output": bool(call.get("hasOutput")),
-                "output": _json(call.get("output")) if call.get("hasOutput") else None,
-                "envelope_status": join.envelope_status,
-                "envelope_code": _text(join.envelope_code),
-                "request_turn": _int(join.request_turn),
-                "visit_index": join.visit_index,
-                "agent": _text(join.agent),
-                "is_handoff": join.is_handoff,
-                "handoff_target": _text(join.handoff_target),
-                "policy_decision": _text(join.decision),
-                "policy_decision_index": join.policy_decision_index,
-                "in_input": join.in_input,
-            }
+            (
+                ctx.run_key,
+                join.index,
+                _int(call.get("turn")),
+                _text(call.get("callId")),
+                _text(call.get("name")),
+                join.call_item_index,
+                join.output_item_index,
+                None if arguments is None else dumps_json(arguments),
+                bytes.fromhex(call["argsHash"]),
+                bool(call.get("hasOutput")),
+                call_output_key(call),
+                join.envelope_status,
+                _text(join.envelope_code),
+                _int(join.request_turn),
+                join.visit_index,
+                _text(join.agent),
+                join.is_handoff,
+                _text(join.handoff_target),
+                _text(join.decision),
+                join.policy_decision_index,
+                join.in_input,
+                None if join.call_item_index is None else first_item_seq + join.call_item_index,
+                None if join.output_item_index is None else first_item_seq + join.output_item_index,
+                None,
+            )
         )
     return rows
 
 
 def _request_rows(
-    record: dict, a: RecordAnalysis, ctx: RunContext, seq_of: _EventIndex
-) -> list[dict]:
+    record: dict, a: RecordAnalysis, ctx: RunContext, base: dict[str, int]
+) -> list[tuple]:
     visit_of_turn: dict[Any, int] = {}
     for visit in a.visits:
         for turn in visit.turns:
             visit_of_turn.setdefault(turn, visit.index)
-    snapshot_of_turn: dict[Any, dict] = {}
-    for snap in _list(record, "promptSnapshots"):
+    snapshot_of_turn: dict[Any, tuple[int, dict]] = {}
+    for i, snap in enumerate(_list(record, "promptSnapshots")):
         if isinstance(snap, dict):
-            snapshot_of_turn.setdefault(_int(snap.get("turn")), snap)
+            snapshot_of_turn.setdefault(_int(snap.get("turn")), (i, snap))
+    first = base.get("request_fingerprint", 0)
+    first_snapshot = base.get("prompt_snapshot", 0)
     rows = []
     for req in a.requests:
         fp = _dict(req.fingerprint)
-        snap = snapshot_of_turn.get(_int(req.turn), {})
+        snap_index, snap = snapshot_of_turn.get(_int(req.turn), (None, {}))
         rows.append(
-            {
-                "run_key": ctx.run_key,
-                "request_index": req.index,
-                "turn": _int(req.turn),
-                "agent": _text(req.agent),
-                "provider": _text(req.provider),
-                "model": _text(req.model),
-                "message_count": _int(req.message_count),
-                "output_start": req.output_start,
-                "output_end": req.output_end,
-                "visit_index": visit_of_turn.get(req.turn) if _int(req.turn) is not None else 0,
-                "request_hash": _text(fp.get("requestHash")),
-                "system_prompt_hash": _text(fp.get("systemPromptHash")),
-                "messages_hash": _text(fp.get("messagesHash")),
-                "tools_hash": _text(fp.get("toolsHash")),
-                "model_settings_hash": _text(fp.get("modelSettingsHash")),
-                "prompt_hash": _text(snap.get("promptHash")),
-                "prompt_version": _text(snap.get("promptVersion")),
-                "tool_count": _int(fp.get("toolCount")),
-                "runtime_version": _text(fp.get("runtimeVersion")),
-                "timestamp_text": _ts(fp.get("timestamp")),
-                "event_seq": seq_of[("request_fingerprint", req.index)][0],
-            }
+            (
+                ctx.run_key,
+                req.index,
+                _int(req.turn),
+                _text(req.agent),
+                _text(req.provider),
+                _text(req.model),
+                _int(req.message_count),
+                req.output_start,
+                req.output_end,
+                visit_of_turn.get(req.turn) if _int(req.turn) is not None else 0,
+                _text(snap.get("promptVersion")),
+                _int(fp.get("toolCount")),
+                _text(fp.get("runtimeVersion")),
+                _ts(fp.get("timestamp")),
+                first + req.index,
+                None if snap_index is None else first_snapshot + snap_index,
+            )
         )
     return rows
 
 
-def _visit_rows(a: RecordAnalysis, ctx: RunContext) -> list[dict]:
-    turns_of = [[t for t in v.turns if _int(t) is not None] for v in a.visits]
-    return [
-        {
-            "run_key": ctx.run_key,
-            "visit_index": v.index,
-            "agent": _text(v.agent),
-            "entered_after_turn": _int(v.entered_after_turn),
-            "via_call_id": _text(v.via_call_id),
-            "transition": v.transition,
-            "request_count": len(v.turns),
-            "first_turn": _int(min(turns)) if turns else None,
-            "last_turn": _int(max(turns)) if turns else None,
-            "item_start": v.item_start,
-            "item_end": v.item_end,
-        }
-        for v, turns in zip(a.visits, turns_of, strict=True)
-    ]
+def _visit_rows(a: RecordAnalysis, ctx: RunContext) -> list[tuple]:
+    rows = []
+    for v in a.visits:
+        turns = [t for t in v.turns if _int(t) is not None]
+        rows.append(
+            (
+                ctx.run_key,
+                v.index,
+                _text(v.agent),
+                _int(v.entered_after_turn),
+                _text(v.via_call_id),
+                v.transition,
+                len(v.turns),
+                _int(min(turns)) if turns else None,
+                _int(max(turns)) if turns else None,
+                v.item_start,
+                v.item_end,
+            )
+        )
+    return rows
 
 
 def _element_rows(
     record: dict,
     key: str,
     ctx: RunContext,
-    seq_of: _EventIndex,
-    index_column: str,
-    columns: Callable[[dict, int], dict],
-) -> list[dict]:
-    """Rows of one record array whose elements each came from one event: the shared columns
-    (run_key, index, turn, timestamp, payload, event_seq) plus ``columns(element, index)``."""
-    etype = ARRAY_EVENT_TYPES[key]
+    base: dict[str, int],
+    columns: Callable[[dict, int], tuple],
+) -> list[tuple]:
+    """Rows of one record array whose elements each came from one event: ``(run_key, index,
+    turn)`` + ``columns(element, index)`` + ``(timestamp_text, event_seq)`` in the table's
+    order, which each ``columns`` function documents."""
+    first = base.get(ARRAY_EVENT_TYPES[key], 0)
     rows = []
     for i, element in enumerate(_list(record, key)):
         fields = _dict(element)
-        seq, payload = seq_of[(etype, i)]
-        rows.append(
-            {
-                "run_key": ctx.run_key,
-                index_column: i,
-                "turn": _int(fields.get("turn")),
-                "timestamp_text": _ts(fields.get("timestamp")),
-                "payload": payload,
-                "event_seq": seq,
-                **columns(fields, i),
-            }
-        )
+        rows.append(columns(fields, i, element, (ctx.run_key, i, _int(fields.get("turn"))), first + i))
     return rows
 
 
+def _entry_keys(element: Any) -> tuple[int, bool]:
+    return key_of(element), isinstance(element, dict)
+
+
 def _policy_rows(
-    record: dict, a: RecordAnalysis, ctx: RunContext, seq_of: _EventIndex
-) -> list[dict]:
+    record: dict, a: RecordAnalysis, ctx: RunContext, base: dict[str, int]
+) -> list[tuple]:
     transition_of = {t.decision_index: t for t in a.transitions}
 
-    def columns(d: dict, i: int) -> dict:
+    def columns(d: dict, i: int, element: Any, head: tuple, seq: int) -> tuple:
         resource = _dict(d.get("resource"))
         transition = transition_of.get(i)
         flag = d.get("handoffApplied")
-        return {
-            "call_id": _text(d.get("callId")),
-            "decision": _text(d.get("decision")),
-            "reason": _text(d.get("reason")),
-            "public_reason": _text(d.get("publicReason")),
-            "result_mode": _text(d.get("resultMode")),
-            "policy_version": _text(d.get("policyVersion")),
-            "resource_kind": _text(resource.get("kind")),
-            "resource_name": _text(resource.get("name")),
-            "expires_at_text": _ts(d.get("expiresAt")),
-            "handoff_applied": flag if isinstance(flag, bool) else None,
-            "applied_basis": transition.basis if transition else None,
-            "metadata": _json(d.get("metadata")),
-        }
+        return (
+            *head,
+            _text(d.get("callId")),
+            _text(d.get("decision")),
+            _text(d.get("reason")),
+            _text(d.get("publicReason")),
+            _text(d.get("resultMode")),
+            _text(d.get("policyVersion")),
+            _text(resource.get("kind")),
+            _text(resource.get("name")),
+            _ts(d.get("expiresAt")),
+            flag if isinstance(flag, bool) else None,
+            transition.basis if transition else None,
+            _ts(d.get("timestamp")),
+            seq,
+            *_entry_keys(element),
+        )
 
-    return _element_rows(record, "policyDecisions", ctx, seq_of, "decision_index", columns)
-
-
-def _guardrail_columns(g: dict, _i: int) -> dict:
-    return {
-        "guardrail_name": _text(g.get("guardrailName")),
-        "decision": _text(g.get("decision")),
-        "reason": _text(g.get("reason")),
-        "metadata": _json(g.get("metadata")),
-    }
+    return _element_rows(record, "policyDecisions", ctx, base, columns)
 
 
-def _snapshot_columns(s: dict, _i: int) -> dict:
-    return {
-        "agent": _text(s.get("agentName")),
-        "model": _text(s.get("model")),
-        "prompt_version": _text(s.get("promptVersion")),
-        "prompt_hash": _text(s.get("promptHash")),
-        "has_prompt_text": "promptText" in s,
-    }
+def _guardrail_columns(g: dict, _i: int, element: Any, head: tuple, seq: int) -> tuple:
+    return (
+        *head,
+        _text(g.get("guardrailName")),
+        _text(g.get("decision")),
+        _text(g.get("reason")),
+        _ts(g.get("timestamp")),
+        seq,
+        *_entry_keys(element),
+    )
 
 
-def _proposal_columns(p: dict, _i: int) -> dict:
-    return {
-        "call_id": _text(p.get("callId")),
-        "kind": _text(p.get("kind")),
-        "agent": _text(p.get("agentName")),
-        "tool_name": _text(p.get("toolName")),
-        "from_agent": _text(p.get("fromAgentName")),
-        "to_agent": _text(p.get("toAgentName")),
-        "proposal_hash": _text(p.get("proposalHash")),
-        "reason": _text(p.get("reason")),
-        "public_reason": _text(p.get("publicReason")),
-        "policy_version": _text(p.get("policyVersion")),
-        "expires_at_text": _ts(p.get("expiresAt")),
-        "args_canonical": _text(p.get("argsCanonicalJson", p.get("payloadCanonicalJson"))),
-        "metadata": _json(p.get("metadata")),
-    }
+def _snapshot_columns(s: dict, _i: int, _element: Any, head: tuple, seq: int) -> tuple:
+    return (
+        *head,
+        _text(s.get("agentName")),
+        _text(s.get("model")),
+        _text(s.get("promptVersion")),
+        "promptText" in s,
+        _ts(s.get("timestamp")),
+        seq,
+    )
+
+
+def _proposal_columns(p: dict, _i: int, _element: Any, head: tuple, seq: int) -> tuple:
+    return (
+        *head,
+        _text(p.get("callId")),
+        _text(p.get("kind")),
+        _text(p.get("agentName")),
+        _text(p.get("toolName")),
+        _text(p.get("fromAgentName")),
+        _text(p.get("toAgentName")),
+        _text(p.get("reason")),
+        _text(p.get("publicReason")),
+        _text(p.get("policyVersion")),
+        _ts(p.get("expiresAt")),
+        _ts(p.get("timestamp")),
+        seq,
+        None,
+        None,
+        None,
+    )

@@ -24,11 +24,24 @@ import duckdb
 
 from recstore.errors import InputError, NotFoundError
 from recstore.formats.events import Event, events_to_record
-from recstore.formats.reader import RawInput, iter_sources
+from recstore.formats.jsontext import dumps_json, loads_json
+from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES, RawInput, iter_sources
 from recstore.store import agentuse_ingest, db
-from recstore.store.ingest import DEFAULT_BATCH_SIZE, BatchWriter, IngestSummary
-from recstore.store.projection import PROJECTION_TABLES, RunContext, project_record
-from recstore.store.tables import insert_rows
+from recstore.store.chain import EMPTY_DIGEST, EVENT_LINE_SQL, STREAM_LINE_SQL, batch_hash
+from recstore.store.ingest import (
+    DEFAULT_BATCH_SIZE,
+    TAGS_EVENT,
+    BatchWriter,
+    IngestSummary,
+)
+from recstore.store.projection import (
+    PROJECTION_TABLES,
+    RunContext,
+    columns_for,
+    fold_tags,
+    project_record,
+)
+from recstore.store.tables import insert_columns
 
 __all__ = ["DEFAULT_DB", "Store", "VerifyReport"]
 
@@ -122,15 +135,24 @@ class Store:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         format: str | None = None,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> IngestSummary:
         """Store every record under ``paths`` (files, directories, globs, ``-``) and every agentuse
         session tree (auto-detected, or all paths with ``format="agentuse"``).
+
+        ``tags`` are added to every run stored or found identical (a ``tags_changed`` event
+        where they change its tags). A record larger than ``max_record_bytes`` is rejected
+        unread.
 
         Raises:
             InputError: a path does not exist or matches nothing (checked before writing).
         """
         trees, paths = agentuse_ingest.split_paths(paths, format)
-        sources = list(iter_sources(paths)) if paths or not trees else []
+        sources = (
+            list(iter_sources(paths, max_record_bytes=max_record_bytes))
+            if paths or not trees
+            else []
+        )
         with self.writer() as con:
             writer = BatchWriter(con, tags=tags, batch_size=batch_size)
             for tree in trees:
@@ -158,6 +180,38 @@ class Store:
         with self.writer() as con:
             writer = BatchWriter(con, tags=tags)
             return writer.ingest_sources([_RecordsSource(source_uri, records)], lineage)
+
+    def tag(
+        self,
+        run_keys: Iterable[str],
+        set_tags: dict[str, str] | None = None,
+        remove: Iterable[str] = (),
+    ) -> IngestSummary:
+        """Set and remove tags of stored runs, as ``tags_changed`` events in their streams (runs
+        whose tags would not change get none). ``summary.tagged`` counts the runs changed.
+
+        Raises:
+            NotFoundError: a run key is not stored.
+        """
+        set_tags = dict(set_tags or {})
+        remove = sorted(set(remove) - set(set_tags))
+        change = {"set": set_tags, **({"remove": remove} if remove else {})}
+        with self.writer() as con:
+            writer = BatchWriter(con)
+            source_id = writer.open_source("tag", "records")
+            for key in run_keys:
+                state = writer.current(key)
+                if state is None:
+                    raise NotFoundError(f"no stored run {key!r}")
+                tags = fold_tags([{"set": loads_json(state.tags_json)}, change])
+                tags_json = dumps_json(tags)
+                if tags_json != state.tags_json:
+                    writer.tag_run(
+                        key, state, Event(TAGS_EVENT, None, None, dumps_json(change)), tags_json,
+                        source_id,
+                    )
+            writer.flush()
+            return writer.summary
 
     def rebuild(self) -> int:
         """Recompute every projection from the event log alone; returns the number of runs."""
@@ -293,17 +347,21 @@ def _project_log(
     cur.execute("SET enable_progress_bar = false")  # a cursor does not inherit it
     if log_catalog:
         cur.execute(f"USE {log_catalog}")
+    tags = dict(
+        cur.execute(
+            "SELECT stream_key, list(payload ORDER BY seq) FROM events WHERE type = ? GROUP BY 1",
+            [TAGS_EVENT],
+        ).fetchall()
+    )
     cur.execute(
         """
         WITH current AS (
             SELECT stream_key, max(revision) AS revision FROM streams GROUP BY stream_key
         )
-        SELECT s.stream_key, s.run_id, s.format, s.revision, s.record_hash, b.tags,
-               s.source_id, s.source_uri, s.line, s.batch_id, s.first_seq, s.last_seq,
-               e.seq, e.type, e.idx, e.turn, e.payload
+        SELECT s.stream_key, s.run_id, s.format, s.revision, s.source_id, s.line, s.batch_id,
+               s.first_seq, s.last_seq, e.seq, e.type, e.idx, e.turn, e.payload
         FROM streams s
         JOIN current c USING (stream_key, revision)
-        JOIN batches b ON b.batch_id = s.batch_id
         JOIN events e ON e.seq BETWEEN s.first_seq AND s.last_seq
         ORDER BY e.seq
         """
@@ -311,23 +369,26 @@ def _project_log(
     log = con.cursor()  # agentuse streams fold the files of every revision, read through this
     if log_catalog:
         log.execute(f"USE {log_catalog}")
-    pending: dict[str, list[dict]] = {table: [] for table in PROJECTION_TABLES}
+    pending: dict[tuple[str, int], list[tuple]] = {}
     columns: dict = {}
     runs = 0
-    in_chunk = 0
     for head, events in _group_streams(cur):
-        ctx = RunContext(*head)
-        if ctx.format == "agentuse":
+        key, run_id, fmt, revision, source_id, line, batch_id, first_seq, last_seq = head
+        changes = [loads_json(p) for p in tags.get(key, ())]
+        ctx = RunContext(
+            key, run_id, fmt, revision, dumps_json(fold_tags(changes)), source_id, line,
+            batch_id, first_seq, last_seq,
+        )
+        if fmt == "agentuse":
             rows = agentuse_ingest.project_stream(log, ctx)
         else:
-            rows = project_record(events_to_record(events), ctx, events)
+            rows = project_record(events_to_record(events), ctx)
         for table, table_rows in rows.items():
-            pending[table].extend(table_rows)
+            for row in table_rows:
+                pending.setdefault((table, len(row)), []).append(row)
         runs += 1
-        in_chunk += 1
-        if in_chunk >= _REBUILD_CHUNK:
+        if runs % _REBUILD_CHUNK == 0:
             _flush(con, pending, catalog, columns)
-            in_chunk = 0
     _flush(con, pending, catalog, columns)
     cur.close()
     log.close()
@@ -340,60 +401,82 @@ def _group_streams(cur: duckdb.DuckDBPyConnection) -> Iterator[tuple[tuple, list
     events: list[Event] = []
     while batch := cur.fetchmany(10_000):
         for row in batch:
-            if head is None or row[10] != head[10]:  # first_seq identifies the revision
+            if head is None or row[7] != head[7]:  # first_seq identifies the revision
                 if head is not None:
                     yield head, events
-                head, events = row[:12], []
-            events.append(Event(row[13], row[14], row[15], row[16]))
+                head, events = row[:9], []
+            events.append(Event(row[10], row[11], row[12], row[13]))
     if head is not None:
         yield head, events
 
 
 def _flush(
     con: duckdb.DuckDBPyConnection,
-    pending: dict[str, list[dict]],
+    pending: dict[tuple[str, int], list[tuple]],
     catalog: str | None,
     columns: dict,
 ) -> None:
-    for table, rows in pending.items():
-        insert_rows(con, table, rows, catalog, columns_cache=columns)
+    for (table, width), rows in pending.items():
+        insert_columns(con, table, columns_for(table, width), rows, catalog, columns_cache=columns)
         rows.clear()
 
 
 def _chain_problems(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Recompute every event hash in SQL (same text as ingest.event_hash) and check the links."""
-    rows = con.execute(
-        """
-        SELECT seq, stream_key, stream_pos,
-               hash <> sha256(concat_ws(chr(31), coalesce(prev_hash, ''), stream_key,
-                   stream_pos::VARCHAR, revision::VARCHAR, type, coalesce(idx::VARCHAR, ''),
-                   coalesce(turn::VARCHAR, ''), payload::VARCHAR)) AS bad_hash,
-               prev_hash IS DISTINCT FROM lag(hash) OVER w AS bad_link,
-               stream_pos <> row_number() OVER w - 1 AS bad_pos
-        FROM events
-        WINDOW w AS (PARTITION BY stream_key ORDER BY stream_pos)
-        QUALIFY bad_hash OR bad_link OR bad_pos
-        ORDER BY seq
-        LIMIT 20
-        """
+    """Walk the batch hash chain: recompute each batch's digests in SQL and its hash here."""
+    problems: list[str] = []
+    batches = con.execute(
+        "SELECT batch_id, event_count, prev_hash, hash FROM batches ORDER BY batch_id"
     ).fetchall()
-    problems = []
-    for seq, key, pos, bad_hash, bad_link, _bad_pos in rows:
-        what = "hash does not match its content" if bad_hash else (
-            "prev_hash does not link to the previous event" if bad_link else "gap in stream_pos"
+    previous: bytes | None = None
+    for batch_id, event_count, prev_hash, digest in batches:
+        found, events_digest = con.execute(
+            f"SELECT count(*), sha256(string_agg({EVENT_LINE_SQL}, '' ORDER BY seq)) "
+            "FROM events WHERE batch_id = ?",
+            [batch_id],
+        ).fetchone()
+        (streams_digest,) = con.execute(
+            f"SELECT sha256(string_agg({STREAM_LINE_SQL}, '' ORDER BY first_seq)) "
+            "FROM streams WHERE batch_id = ?",
+            [batch_id],
+        ).fetchone()
+        if (None if prev_hash is None else bytes(prev_hash)) != previous:
+            problems.append(f"batch {batch_id}: does not link to the batch before it")
+        if found != event_count:
+            problems.append(f"batch {batch_id}: expected {event_count} events, found {found}")
+        expected = batch_hash(
+            previous, batch_id, found, events_digest or EMPTY_DIGEST,
+            streams_digest or EMPTY_DIGEST,
         )
-        problems.append(f"event seq {seq} ({key} position {pos}): {what}")
+        if expected != bytes(digest):
+            problems.append(
+                f"batch {batch_id}: hash does not match its events and streams (changed log)"
+            )
+        previous = bytes(digest)
+        if len(problems) >= 20:
+            break
     return problems
 
 
+# (table, column, referenced table, referenced column): every reference the log holds.
+_REFERENCES = [
+    (table, column, target, column)
+    for table in ("events", "streams", "rejects", "lineage_log", "source_results")
+    for column, target in (("source_id", "source_files"), ("batch_id", "batches"))
+] + [("source_files", "batch_id", "batches", "batch_id")]
+
+
 def _batch_problems(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Every event belongs to a committed batch and every revision has all its events."""
-    problems = [
-        f"events of batch {b} have no batch row (partial batch)"
-        for (b,) in con.execute(
-            "SELECT DISTINCT batch_id FROM events ANTI JOIN batches USING (batch_id) LIMIT 20"
-        ).fetchall()
-    ]
+    """Every row of the log points at a committed batch and a recorded source, and every
+    revision has all its events."""
+    problems = []
+    for table, column, target, target_column in _REFERENCES:
+        problems.extend(
+            f"{table}: {column} {value} has no {target} row"
+            for (value,) in con.execute(
+                f"SELECT DISTINCT {column} FROM {table} "
+                f"WHERE {column} NOT IN (SELECT {target_column} FROM {target}) LIMIT 5"
+            ).fetchall()
+        )
     problems.extend(
         f"stream {key} revision {rev}: expected {want} events, found {got}"
         for key, rev, want, got in con.execute(
@@ -421,7 +504,7 @@ def _projection_problems(con: duckdb.DuckDBPyConnection) -> list[str]:
         ).fetchone()
         if extra or missing:
             problems.append(
-                f"projection {table}: {extra} stored rows a rebuild does not produce, "
-                f"{missing} rebuilt rows missing from the store"
+                f"projection {table.removeprefix('proj_')}: {extra} stored rows a rebuild does "
+                f"not produce, {missing} rebuilt rows missing from the store"
             )
     return problems

@@ -1,9 +1,10 @@
-"""Bulk inserts: rows (dicts) -> one Arrow table -> ``INSERT INTO t SELECT ... FROM arrow``.
+"""Bulk inserts: row tuples -> one Arrow table -> ``INSERT INTO t (...) SELECT ... FROM arrow``.
 
 executemany is 30-70x slower than an Arrow insert on DuckDB (tech-notes §1.1), so every write of
-the store goes through :func:`insert_rows`. Column names and types come from the live table, so
-the DDL in ``schema/*.sql`` stays the single definition. A TIMESTAMP column ``x`` next to an
-``x_text`` column is parsed from the text in SQL (ISO 8601 with offset -> UTC), vectorized.
+the store goes through :func:`stage_columns`. Column types come from the live table, so the DDL
+in ``schema/*.sql`` stays the single definition; columns a caller does not give are NULL (or
+computed). A TIMESTAMP column ``x`` next to an ``x_text`` column is parsed from the text in SQL
+(ISO 8601 with offset -> UTC), vectorized, as is ``proj_runs.duration_ms``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["StagedInsert", "insert_rows", "stage_rows", "table_columns"]
+__all__ = ["StagedInsert", "insert_columns", "insert_rows", "stage_columns", "table_columns"]
 
 # \uD800-\uDBFF not followed by a low surrogate escape, or \uDC00-\uDFFF not preceded by a high one
 _LONE_SURROGATE_ESCAPE = re.compile(
@@ -37,7 +38,7 @@ _ARROW_TYPES = {
 }
 # Columns computed from other columns of the same row, as SQL over the staged table.
 _DERIVED = {
-    ("runs", "duration_ms"): (
+    ("proj_runs", "duration_ms"): (
         "date_diff('millisecond', timezone('UTC', try_cast(started_text AS TIMESTAMPTZ)), "
         "timezone('UTC', try_cast(completed_text AS TIMESTAMPTZ)))"
     ),
@@ -59,21 +60,16 @@ def _utf8_safe(value: object) -> object:
     return value
 
 
-def _staged_table(rows: Sequence[dict], schema: pa.Schema, json_columns: list[int]) -> pa.Table:
-    """Rows -> Arrow in C (no per-cell Python lookups); the ``json_columns`` (positions) are made
-    :func:`_json_safe`, looking at each value in Python only when a column has an escape."""
+def _arrow_column(values: Sequence, arrow_type: pa.DataType, is_json: bool) -> pa.Array:
+    """One column in C (no per-cell Python work unless a value needs repair): lone surrogates
+    (valid JSON, not UTF-8) become U+FFFD, lone-surrogate escapes in JSON columns too."""
     try:
-        staged = pa.Table.from_pylist(rows, schema=schema)
-    except UnicodeEncodeError:  # a lone surrogate (valid JSON, not UTF-8) becomes U+FFFD
-        staged = pa.Table.from_pylist(
-            [{key: _utf8_safe(value) for key, value in row.items()} for row in rows], schema=schema
-        )
-    for i in json_columns:
-        values = staged.column(i)
-        if pc.any(pc.match_substring(values, "\\ud", ignore_case=True)).as_py():
-            fixed = pa.array([_json_safe(v) for v in values.to_pylist()], pa.string())
-            staged = staged.set_column(i, schema.field(i), fixed)
-    return staged
+        array = pa.array(values, arrow_type)
+    except UnicodeEncodeError:
+        array = pa.array([_utf8_safe(v) for v in values], arrow_type)
+    if is_json and len(array) and pc.any(pc.match_substring(array, "\\ud", ignore_case=True)).as_py():
+        array = pa.array([_json_safe(v) for v in array.to_pylist()], pa.string())
+    return array
 
 
 def table_columns(
@@ -91,22 +87,6 @@ def table_columns(
     return columns
 
 
-def _select_list(table: str, columns: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
-    names = {name for name, _ in columns}
-    staged: list[str] = []
-    select: list[str] = []
-    for name, dtype in columns:
-        derived = _DERIVED.get((table, name))
-        if derived is not None:
-            select.append(derived)
-        elif dtype == "TIMESTAMP" and f"{name}_text" in names:
-            select.append(f"timezone('UTC', try_cast(\"{name}_text\" AS TIMESTAMPTZ))")
-        else:
-            staged.append(name)
-            select.append(f'"{name}"')
-    return staged, select
-
-
 class StagedInsert(NamedTuple):
     """An INSERT ready to run: the statement and the Arrow table it reads as ``staged_rows``."""
 
@@ -119,39 +99,79 @@ class StagedInsert(NamedTuple):
         con.execute(self.statement)
 
 
-def stage_rows(
+def _live_columns(
+    con: duckdb.DuckDBPyConnection, table: str, catalog: str | None, cache: dict | None
+) -> list[tuple[str, str]]:
+    if cache is None:
+        return table_columns(con, table, catalog)
+    key = (catalog, table)
+    if key not in cache:
+        cache[key] = table_columns(con, table, catalog)
+    return cache[key]
+
+
+def stage_columns(
     con: duckdb.DuckDBPyConnection,
     table: str,
-    rows: Sequence[dict],
+    names: Sequence[str],
+    rows: Sequence[tuple],
     catalog: str | None = None,
     columns_cache: dict | None = None,
-) -> StagedInsert | None:
-    """The insert of ``rows`` (dicts keyed by column; missing keys are NULL) into ``table``,
-    converted to Arrow but not run; None when there are no rows.
+    unless_exists: Sequence[str] | None = None,
+) -> StagedInsert:
+    """The insert of ``rows`` (tuples of the columns ``names``) into ``table``, converted to
+    Arrow but not run. Columns not named are NULL, or computed (timestamps from ``*_text``).
 
-    ``columns_cache`` (a dict owned by the caller, valid while the schema does not change) saves
-    one catalog query per call."""
-    if not rows:
-        return None
-    if columns_cache is None:
-        columns = table_columns(con, table, catalog)
-    else:
-        key = (catalog, table)
-        if key not in columns_cache:
-            columns_cache[key] = table_columns(con, table, catalog)
-        columns = columns_cache[key]
-    staged, select = _select_list(table, columns)
-    types = dict(columns)
-    unknown = [types[name] for name in staged if types[name] not in _ARROW_TYPES]
+    ``unless_exists`` names columns that identify a row: a row equal on them to one already in
+    the table is not inserted. ``columns_cache`` (a dict owned by the caller, valid while the
+    schema does not change) saves one catalog query per call."""
+    types = dict(_live_columns(con, table, catalog, columns_cache))
+    unknown = [n for n in names if n not in types or types[n] not in _ARROW_TYPES]
     if unknown:
-        raise LookupError(f"insert_rows: no Arrow type for {table} column type(s) {unknown}")
-    schema = pa.schema((name, _ARROW_TYPES[types[name]]) for name in staged)
-    json_columns = [i for i, name in enumerate(staged) if types[name] == "JSON"]
-    target = f'"{catalog}".main."{table}"' if catalog else f'"{table}"'
-    return StagedInsert(
-        f"INSERT INTO {target} SELECT {', '.join(select)} FROM staged_rows",
-        _staged_table(rows, schema, json_columns),
+        raise LookupError(f"{table}: no such column or no Arrow type for {unknown}")
+    given = set(names)
+    targets = list(names)
+    select = [f'"{n}"' for n in names]
+    for name, dtype in types.items():
+        if name in given:
+            continue
+        derived = _DERIVED.get((table, name))
+        if derived is None and dtype == "TIMESTAMP" and f"{name}_text" in given:
+            derived = f"timezone('UTC', try_cast(\"{name}_text\" AS TIMESTAMPTZ))"
+        if derived is not None:
+            targets.append(name)
+            select.append(derived)
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(names)
+    arrow = pa.table(
+        [
+            _arrow_column(values, _ARROW_TYPES[types[name]], types[name] == "JSON")
+            for name, values in zip(names, columns, strict=True)
+        ],
+        names=list(names),
     )
+    target = f'"{catalog}".main."{table}"' if catalog else f'"{table}"'
+    where = ""
+    if unless_exists:
+        match = " AND ".join(f"t.{c} IS NOT DISTINCT FROM staged_rows.{c}" for c in unless_exists)
+        where = f" WHERE NOT EXISTS (SELECT 1 FROM {target} t WHERE {match})"
+    return StagedInsert(
+        f"INSERT INTO {target} ({', '.join(targets)}) SELECT {', '.join(select)} "
+        f"FROM staged_rows{where}",
+        arrow,
+    )
+
+
+def insert_columns(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    names: Sequence[str],
+    rows: Sequence[tuple],
+    catalog: str | None = None,
+    columns_cache: dict | None = None,
+) -> None:
+    """Append ``rows`` to ``table`` now; see :func:`stage_columns`."""
+    if rows:
+        stage_columns(con, table, names, rows, catalog, columns_cache).run(con)
 
 
 def insert_rows(
@@ -161,7 +181,11 @@ def insert_rows(
     catalog: str | None = None,
     columns_cache: dict | None = None,
 ) -> None:
-    """Append ``rows`` to ``table`` now; see :func:`stage_rows`."""
-    staged = stage_rows(con, table, rows, catalog, columns_cache)
-    if staged is not None:
-        staged.run(con)
+    """Append row dicts (keyed by column; missing keys are NULL) to ``table`` now."""
+    if not rows:
+        return
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    insert_columns(
+        con, table, names, [tuple(row.get(n) for n in names) for row in rows], catalog,
+        columns_cache,
+    )

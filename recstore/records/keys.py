@@ -1,0 +1,93 @@
+"""Comparison keys: 64-bit stand-ins for canonical JSON values, so equality is integer work.
+
+A key is the first 64 bits (signed, to fit a DuckDB BIGINT) of the sha256 of aioc's canonical
+JSON of a value: two values get equal keys exactly when aioc's ``compareRunRecords`` sees them as
+equal, up to a 2**-64 chance per compared pair of distinct values. The store computes them at
+ingest (projections) and bulk compare joins on them; both use these functions, so the keys of a
+projection and of a record compared in Python always agree.
+
+Example:
+    >>> key_of({"b": 1, "a": 2.0}) == key_of({"a": 2, "b": 1})
+    True
+    >>> RunKeys.of({"response": "ok", "items": []}).response_length
+    2
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from recstore.canonical import canonical_bytes
+from recstore.records.compare import utf16_length
+from recstore.records.toolcalls import UNDEFINED
+
+__all__ = [
+    "RunKeys",
+    "call_output_key",
+    "hex_key",
+    "key_of",
+    "sequence_key",
+    "text_key",
+]
+
+_SIGN = 1 << 63
+
+
+def text_key(data: bytes) -> int:
+    """Signed 64-bit prefix of sha256(data)."""
+    return int.from_bytes(hashlib.sha256(data).digest()[:8], "big", signed=True)
+
+
+def hex_key(hex_digest: str) -> int:
+    """The same 64-bit prefix of a sha256 given in hex (aioc's argsHash)."""
+    value = int(hex_digest[:16], 16)
+    return value - (1 << 64) if value >= _SIGN else value
+
+
+def key_of(value: Any) -> int:
+    """Comparison key of a JSON value."""
+    return text_key(canonical_bytes(value))
+
+
+def call_output_key(call: dict) -> int | None:
+    """Key of an extracted call's output: None without one; a missing ``output`` key compares as
+    aioc's "[undefined]" (``records.toolcalls.output_canonical``)."""
+    if not call["hasOutput"]:
+        return None
+    return key_of(call["output"] if "output" in call else UNDEFINED)
+
+
+def sequence_key(parts: list) -> int:
+    """Key of a sequence of keys or key tuples (a cheap whole-sequence equality test)."""
+    return text_key(repr(parts).encode("utf-8"))
+
+
+def _or_empty(value: Any, empty: Any) -> Any:
+    return empty if value is None else value
+
+
+@dataclass(frozen=True, slots=True)
+class RunKeys:
+    """The run-level comparison keys of one record."""
+
+    response_key: int
+    response_length: int
+    metadata_key: int
+    metadata_is_object: bool
+    policy_count: int
+    guardrail_count: int
+
+    @classmethod
+    def of(cls, record: dict) -> RunKeys:
+        metadata = _or_empty(record.get("metadata"), {})
+        response = record.get("response", "")
+        return cls(
+            response_key=key_of(response),
+            response_length=utf16_length(response) if isinstance(response, str) else 0,
+            metadata_key=key_of(metadata),
+            metadata_is_object=isinstance(metadata, dict),
+            policy_count=len(_or_empty(record.get("policyDecisions"), [])),
+            guardrail_count=len(_or_empty(record.get("guardrailDecisions"), [])),
+        )

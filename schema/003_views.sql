@@ -1,0 +1,151 @@
+-- recstore schema 003: the public views over the projections (002) and the event log (001).
+-- A view adds to its proj_ table what the log holds once: JSON read from the event a row came
+-- from. Views expand proj_* columns with `*`, so columns later schema files add (030 agentuse)
+-- appear in them without redefining the view.
+
+-- Event payload text as DuckDB's JSON functions accept it: they refuse lone-surrogate escapes,
+-- which JSON (and aioc) allow, so those (the rare payloads that hold one) read as U+FFFD here.
+-- The log keeps the exact text.
+CREATE OR REPLACE MACRO rs_json(t) AS
+    CASE WHEN contains(t, '\ud') THEN regexp_replace(t, '\\u[dD][89a-fA-F][0-9a-fA-F]{2}', '\\ufffd', 'g')
+         ELSE t END;
+
+-- A JSON member as JSON, NULL when absent or null (as the projections always showed it).
+CREATE OR REPLACE MACRO rs_member(t, path) AS
+    CASE WHEN coalesce(json_type(t, path), 'NULL') = 'NULL' THEN NULL
+         ELSE json_extract(t, path) END;
+
+CREATE OR REPLACE VIEW runs AS
+SELECT r.run_key, r.run_id, r.format, r.revision, lower(hex(s.record_hash)) AS record_hash,
+       r.* EXCLUDE (run_key, run_id, format, revision, items_key, response_key, response_length,
+                    metadata_key, metadata_is_object, policy_count, guardrail_count,
+                    calls_full_key, policy_seq_key, guardrails_seq_key),
+       f.uri AS source_uri
+FROM proj_runs r
+JOIN streams s ON s.stream_key = r.run_key AND s.revision = r.revision
+LEFT JOIN source_files f ON f.source_id = r.source_id;
+
+CREATE OR REPLACE VIEW items AS
+SELECT run_key, item_index, type, role, item ->> '$.callId' AS call_id, item ->> '$.name' AS name,
+       request_turn, in_input, item ->> '$.content' AS content, item::JSON AS payload, event_seq
+FROM (
+    SELECT i.* EXCLUDE (payload), coalesce(i.payload::VARCHAR, e.item) AS item
+    FROM proj_items i
+    LEFT JOIN (SELECT seq, rs_json(payload) AS item FROM events WHERE type = 'item_appended') e
+           ON e.seq = i.event_seq AND i.payload IS NULL
+);
+
+CREATE OR REPLACE VIEW tool_calls AS
+SELECT t.run_key, t.call_index, t.ordinal, t.call_id, t.name, t.item_index, t.output_item_index,
+       t.arguments, lower(hex(t.args_hash)) AS args_hash, t.has_output,
+       CASE WHEN t.has_output THEN coalesce(t.output, rs_member(o.item, '$.output')) END AS output,
+       t.* EXCLUDE (run_key, call_index, ordinal, call_id, name, item_index, output_item_index,
+                    arguments, args_hash, has_output, output_key, call_seq, output_seq, output)
+FROM proj_tool_calls t
+LEFT JOIN (SELECT seq, rs_json(payload) AS item FROM events WHERE type = 'item_appended') o
+       ON o.seq = t.output_seq AND t.output IS NULL;
+
+CREATE OR REPLACE VIEW requests AS
+SELECT r.run_key, r.request_index, r.turn, r.agent, r.provider, r.model, r.message_count,
+       r.output_start, r.output_end, r.visit_index,
+       f.p ->> '$.requestHash' AS request_hash,
+       f.p ->> '$.systemPromptHash' AS system_prompt_hash,
+       f.p ->> '$.messagesHash' AS messages_hash,
+       f.p ->> '$.toolsHash' AS tools_hash,
+       f.p ->> '$.modelSettingsHash' AS model_settings_hash,
+       s.p ->> '$.promptHash' AS prompt_hash,
+       r.prompt_version, r.tool_count, r.runtime_version, r.timestamp, r.timestamp_text,
+       r.event_seq
+FROM proj_requests r
+LEFT JOIN (SELECT seq, rs_json(payload) AS p FROM events WHERE type = 'request_fingerprint') f
+       ON f.seq = r.event_seq
+LEFT JOIN (SELECT seq, rs_json(payload) AS p FROM events WHERE type = 'prompt_snapshot') s
+       ON s.seq = r.snapshot_seq;
+
+CREATE OR REPLACE VIEW visits AS SELECT * FROM proj_visits;
+
+CREATE OR REPLACE VIEW policy_decisions AS
+SELECT d.* EXCLUDE (event_seq, entry_key, is_object),
+       rs_member(e.p, '$.metadata') AS metadata, e.p::JSON AS payload, d.event_seq
+FROM proj_policy_decisions d
+LEFT JOIN (SELECT seq, rs_json(payload) AS p FROM events WHERE type = 'policy_decision') e
+       ON e.seq = d.event_seq;
+
+CREATE OR REPLACE VIEW guardrail_decisions AS
+SELECT d.* EXCLUDE (event_seq, entry_key, is_object),
+       rs_member(e.p, '$.metadata') AS metadata, e.p::JSON AS payload, d.event_seq
+FROM proj_guardrail_decisions d
+LEFT JOIN (SELECT seq, rs_json(payload) AS p FROM events WHERE type = 'guardrail_decision') e
+       ON e.seq = d.event_seq;
+
+CREATE OR REPLACE VIEW prompt_snapshots AS
+SELECT s.run_key, s.snapshot_index, s.turn, s.agent, s.model, s.prompt_version,
+       e.p ->> '$.promptHash' AS prompt_hash, s.has_prompt_text, s.timestamp, s.timestamp_text,
+       e.p::JSON AS payload, s.event_seq
+FROM proj_prompt_snapshots s
+LEFT JOIN (SELECT seq, rs_json(payload) AS p FROM events WHERE type = 'prompt_snapshot') e
+       ON e.seq = s.event_seq;
+
+CREATE OR REPLACE VIEW suspended_proposals AS
+SELECT s.run_key, s.proposal_index, s.turn, s.call_id, s.kind, s.agent, s.tool_name,
+       s.from_agent, s.to_agent, e.p ->> '$.proposalHash' AS proposal_hash, s.reason,
+       s.public_reason, s.policy_version, s.expires_at, s.expires_at_text,
+       coalesce(s.args_canonical, e.p ->> '$.argsCanonicalJson',
+                e.p ->> '$.payloadCanonicalJson') AS args_canonical,
+       s.timestamp, s.timestamp_text,
+       coalesce(s.metadata, rs_member(e.p, '$.metadata')) AS metadata,
+       coalesce(s.payload, e.p::JSON) AS payload, s.event_seq
+FROM proj_suspended_proposals s
+LEFT JOIN (SELECT seq, rs_json(payload) AS p FROM events WHERE type = 'suspended_proposal') e
+       ON e.seq = s.event_seq AND s.payload IS NULL;
+
+CREATE OR REPLACE VIEW findings AS SELECT * FROM proj_findings;
+
+-- Public lineage: replays named by metadata.replayOfRunId, rows callers attached at ingest
+-- (lineage_log), and thread continuations. A run continues the thread of an earlier run whose
+-- whole item list is the longest prefix of its input, when that run produced items beyond its
+-- own input, the child adds items beyond it and did not start earlier: item counts grow
+-- strictly along a thread, so the links can form no cycle, and runs holding only the same input
+-- never link. Parents are
+-- resolved by run id, so a parent stored later still links.
+CREATE OR REPLACE VIEW lineage AS
+SELECT r.run_key AS child_run_key,
+       p.run_key AS parent_run_key,
+       r.replay_of_run_id AS parent_run_id,
+       'replay_of' AS relation,
+       CAST(NULL AS JSON) AS detail,
+       r.source_id
+FROM proj_runs r
+LEFT JOIN proj_runs p ON p.run_id = r.replay_of_run_id AND p.format = r.format
+WHERE r.replay_of_run_id IS NOT NULL
+  -- a replay stored with its own provenance row (lineage_log) is listed once, with that row
+  AND NOT EXISTS (SELECT 1 FROM lineage_log x
+                  WHERE x.child_run_key = r.run_key AND x.relation = 'replay_of')
+UNION ALL
+SELECT l.child_run_key,
+       coalesce(l.parent_run_key, p.run_key) AS parent_run_key,
+       coalesce(l.parent_run_id, p2.run_id) AS parent_run_id,
+       l.relation,
+       l.detail,
+       l.source_id
+FROM lineage_log l
+LEFT JOIN proj_runs p ON l.parent_run_key IS NULL AND p.run_id = l.parent_run_id AND p.format = 'aioc'
+LEFT JOIN proj_runs p2 ON l.parent_run_key IS NOT NULL AND p2.run_key = l.parent_run_key
+UNION ALL
+SELECT child_run_key, parent_run_key, parent_run_id, 'thread_continuation', detail, source_id
+FROM (
+    SELECT c.run_key AS child_run_key,
+           p.run_key AS parent_run_key,
+           p.run_id  AS parent_run_id,
+           json_object('prefixItems', x.prefix_len) AS detail,
+           c.source_id,
+           rank() OVER (PARTITION BY c.run_key ORDER BY x.prefix_len DESC) AS nearest
+    FROM proj_input_prefixes x
+    JOIN proj_runs p ON p.items_key = x.prefix_key AND p.item_count = x.prefix_len
+    JOIN proj_runs c ON c.run_key = x.run_key
+    WHERE p.run_key <> c.run_key
+      AND p.item_count < c.item_count
+      AND p.item_count > coalesce(p.input_item_count, 0)
+      AND coalesce(p.started <= c.started, p.first_seq < c.first_seq)
+)
+WHERE nearest = 1;
