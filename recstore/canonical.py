@@ -209,7 +209,6 @@ def _canon(value: Any, out: list[str]) -> None:
 # that only costs the exact path.
 _PUNCT = bytes.maketrans(b"}]", b",,")
 _DIGITS = bytes.maketrans(b"123456789+", b"000000000-")
-_DIGIT_MARKS = (b"0e-0", b"0" * 16, b'0":')
 _BELOW_E000 = bytes(range(0xEE))  # ASCII and UTF-8 lead bytes of characters below U+E000
 _KEY_ABOVE_E000 = re.compile(rb'[{,]"(?:[^"\\\xee-\xf4]|\\.)*[\xee-\xf4](?:[^"\\]|\\.)*":')
 
@@ -224,7 +223,7 @@ def _orjson_exact(out: bytes) -> bool:
     if b".0," in punct or punct.endswith(b".0"):
         return False
     digits = out.translate(_DIGITS)
-    return not any(mark in digits for mark in _DIGIT_MARKS)
+    return not (b"0e-0" in digits or b"0000000000000000" in digits or b'0":' in digits)
 
 
 def _fast(value: Any) -> bytes | None:

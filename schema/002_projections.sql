@@ -14,8 +14,7 @@
 -- the sha256 of aioc's canonical JSON of the value: bulk compare joins on them.
 
 CREATE TABLE IF NOT EXISTS proj_runs (
-    run_key            VARCHAR NOT NULL,   -- 'aioc:<runId>'
-    run_id             VARCHAR NOT NULL,
+    run_key            VARCHAR NOT NULL,   -- 'aioc:<runId>' (the view derives run_id from it)
     format             VARCHAR NOT NULL,
     revision           INTEGER NOT NULL,
     status             VARCHAR,
@@ -100,27 +99,19 @@ CREATE TABLE IF NOT EXISTS proj_tool_calls (
     policy_decision   VARCHAR,
     policy_decision_index INTEGER,
     in_input          BOOLEAN NOT NULL,
-    call_seq          BIGINT,              -- event of the call item
     output_seq        BIGINT,              -- event of the output item
     output            JSON                 -- agentuse only
 );
 
+-- What the record's request fingerprint does not say: the request's place in the run. Its own
+-- fields (agent, model, hashes, time, ...) are read from its event by the requests view.
 CREATE TABLE IF NOT EXISTS proj_requests (
     run_key         VARCHAR NOT NULL,
     request_index   INTEGER NOT NULL,
-    turn            INTEGER,
-    agent           VARCHAR,
-    provider        VARCHAR,
-    model           VARCHAR,
-    message_count   INTEGER,
+    message_count   INTEGER,               -- a valid count (>= 0), else NULL
     output_start    INTEGER,               -- output interval = items[output_start:output_end]
     output_end      INTEGER,
     visit_index     INTEGER,
-    prompt_version  VARCHAR,
-    tool_count      INTEGER,
-    runtime_version VARCHAR,
-    timestamp       TIMESTAMP,
-    timestamp_text  VARCHAR,
     event_seq       BIGINT NOT NULL,
     snapshot_seq    BIGINT                 -- the promptSnapshot of the same turn
 );
@@ -139,24 +130,12 @@ CREATE TABLE IF NOT EXISTS proj_visits (
     item_end           INTEGER
 );
 
+-- Policy and guardrail decisions: what the event does not say (the decision's comparison key,
+-- whether a handoff applied); the views read every field of the decision from its event.
 CREATE TABLE IF NOT EXISTS proj_policy_decisions (
     run_key         VARCHAR NOT NULL,
     decision_index  INTEGER NOT NULL,
-    turn            INTEGER,
-    call_id         VARCHAR,
-    decision        VARCHAR,
-    reason          VARCHAR,
-    public_reason   VARCHAR,
-    result_mode     VARCHAR,
-    policy_version  VARCHAR,
-    resource_kind   VARCHAR,
-    resource_name   VARCHAR,
-    expires_at      TIMESTAMP,
-    expires_at_text VARCHAR,
-    handoff_applied BOOLEAN,               -- recorded handoffApplied, else NULL
     applied_basis   VARCHAR,               -- recorded | inferred | unknown (handoffs only)
-    timestamp       TIMESTAMP,
-    timestamp_text  VARCHAR,
     event_seq       BIGINT NOT NULL,
     entry_key       BIGINT NOT NULL,       -- key of the whole entry (bulk compare)
     is_object       BOOLEAN NOT NULL
@@ -165,36 +144,19 @@ CREATE TABLE IF NOT EXISTS proj_policy_decisions (
 CREATE TABLE IF NOT EXISTS proj_guardrail_decisions (
     run_key         VARCHAR NOT NULL,
     decision_index  INTEGER NOT NULL,
-    turn            INTEGER,
-    guardrail_name  VARCHAR,
-    decision        VARCHAR,               -- pass | triggered
-    reason          VARCHAR,
-    timestamp       TIMESTAMP,
-    timestamp_text  VARCHAR,
     event_seq       BIGINT NOT NULL,
     entry_key       BIGINT NOT NULL,
     is_object       BOOLEAN NOT NULL
 );
 
-CREATE TABLE IF NOT EXISTS proj_prompt_snapshots (
-    run_key         VARCHAR NOT NULL,
-    snapshot_index  INTEGER NOT NULL,
-    turn            INTEGER,
-    agent           VARCHAR,
-    model           VARCHAR,
-    prompt_version  VARCHAR,
-    has_prompt_text BOOLEAN NOT NULL,
-    timestamp       TIMESTAMP,
-    timestamp_text  VARCHAR,
-    event_seq       BIGINT NOT NULL
-);
-
+-- Suspended proposals that are not record events: agentuse approval gates. aioc proposals are
+-- read from their events by the suspended_proposals view.
 CREATE TABLE IF NOT EXISTS proj_suspended_proposals (
     run_key         VARCHAR NOT NULL,
     proposal_index  INTEGER NOT NULL,
     turn            INTEGER,
     call_id         VARCHAR,
-    kind            VARCHAR,               -- tool | handoff | approval_gate
+    kind            VARCHAR,               -- approval_gate
     agent           VARCHAR,
     tool_name       VARCHAR,
     from_agent      VARCHAR,
@@ -207,9 +169,9 @@ CREATE TABLE IF NOT EXISTS proj_suspended_proposals (
     timestamp       TIMESTAMP,
     timestamp_text  VARCHAR,
     event_seq       BIGINT NOT NULL,
-    args_canonical  VARCHAR,               -- agentuse only (aioc: from the payload)
-    metadata        JSON,                  -- agentuse only
-    payload         JSON                   -- agentuse only
+    args_canonical  VARCHAR,
+    metadata        JSON,
+    payload         JSON
 );
 
 CREATE TABLE IF NOT EXISTS proj_findings (

@@ -14,10 +14,30 @@ CREATE OR REPLACE MACRO rs_json(t) AS
 CREATE OR REPLACE MACRO rs_member(t, path) AS
     CASE WHEN coalesce(json_type(t, path), 'NULL') = 'NULL' THEN NULL
          ELSE json_extract(t, path) END;
+-- Typed members, NULL unless the JSON value has that type: a string, an integral number that
+-- fits INTEGER (2 or 2.0, not 2.5 or true), a boolean, a time written as an ISO string.
+CREATE OR REPLACE MACRO rs_str(t, path) AS
+    CASE WHEN json_type(t, path) = 'VARCHAR' THEN t ->> path END;
+CREATE OR REPLACE MACRO rs_int(t, path) AS
+    CASE WHEN json_type(t, path) IN ('BIGINT', 'UBIGINT', 'DOUBLE')
+          AND TRY_CAST(t ->> path AS DOUBLE) = floor(TRY_CAST(t ->> path AS DOUBLE))
+         THEN TRY_CAST(TRY_CAST(t ->> path AS DOUBLE) AS INTEGER) END;
+CREATE OR REPLACE MACRO rs_bool(t, path) AS
+    CASE WHEN json_type(t, path) = 'BOOLEAN' THEN (t ->> path)::BOOLEAN END;
+CREATE OR REPLACE MACRO rs_time(t, path) AS
+    timezone('UTC', try_cast(rs_str(t, path) AS TIMESTAMPTZ));
+
+-- Events of one type that belong to the current revision of their run, payload ready for JSON.
+CREATE OR REPLACE MACRO current_events(event_type) AS TABLE
+    SELECT r.run_key, e.seq, e.idx, e.turn, rs_json(e.payload) AS p
+    FROM proj_runs r
+    JOIN events e ON e.stream_key = r.run_key AND e.seq BETWEEN r.first_seq AND r.last_seq
+    WHERE e.type = event_type;
 
 CREATE OR REPLACE VIEW runs AS
-SELECT r.run_key, r.run_id, r.format, r.revision, lower(hex(s.record_hash)) AS record_hash,
-       r.* EXCLUDE (run_key, run_id, format, revision, items_key, response_key, response_length,
+SELECT r.run_key, substr(r.run_key, length(r.format) + 2) AS run_id, r.format, r.revision,
+       lower(hex(s.record_hash)) AS record_hash,
+       r.* EXCLUDE (run_key, format, revision, items_key, response_key, response_length,
                     metadata_key, metadata_is_object, policy_count, guardrail_count,
                     calls_full_key, policy_seq_key, guardrails_seq_key),
        f.uri AS source_uri
@@ -40,64 +60,112 @@ SELECT t.run_key, t.call_index, t.ordinal, t.call_id, t.name, t.item_index, t.ou
        t.arguments, lower(hex(t.args_hash)) AS args_hash, t.has_output,
        CASE WHEN t.has_output THEN coalesce(t.output, rs_member(o.item, '$.output')) END AS output,
        t.* EXCLUDE (run_key, call_index, ordinal, call_id, name, item_index, output_item_index,
-                    arguments, args_hash, has_output, output_key, call_seq, output_seq, output)
+                    arguments, args_hash, has_output, output_key, output_seq, output)
 FROM proj_tool_calls t
 LEFT JOIN (SELECT seq, rs_json(payload) AS item FROM events WHERE type = 'item_appended') o
        ON o.seq = t.output_seq AND t.output IS NULL;
 
 CREATE OR REPLACE VIEW requests AS
-SELECT r.run_key, r.request_index, r.turn, r.agent, r.provider, r.model, r.message_count,
-       r.output_start, r.output_end, r.visit_index,
+SELECT q.run_key, q.request_index, f.turn, f.p ->> '$.agentName' AS agent,
+       f.p ->> '$.providerName' AS provider, f.p ->> '$.model' AS model, q.message_count,
+       q.output_start, q.output_end, q.visit_index,
        f.p ->> '$.requestHash' AS request_hash,
        f.p ->> '$.systemPromptHash' AS system_prompt_hash,
        f.p ->> '$.messagesHash' AS messages_hash,
        f.p ->> '$.toolsHash' AS tools_hash,
        f.p ->> '$.modelSettingsHash' AS model_settings_hash,
        s.p ->> '$.promptHash' AS prompt_hash,
-       r.prompt_version, r.tool_count, r.runtime_version, r.timestamp, r.timestamp_text,
-       r.event_seq
-FROM proj_requests r
-LEFT JOIN (SELECT seq, rs_json(payload) AS p FROM events WHERE type = 'request_fingerprint') f
-       ON f.seq = r.event_seq
+       s.p ->> '$.promptVersion' AS prompt_version,
+       rs_int(f.p, '$.toolCount') AS tool_count,
+       f.p ->> '$.runtimeVersion' AS runtime_version,
+       rs_time(f.p, '$.timestamp') AS timestamp,
+       rs_str(f.p, '$.timestamp') AS timestamp_text,
+       q.event_seq
+FROM proj_requests q
+JOIN (SELECT seq, turn, rs_json(payload) AS p FROM events WHERE type = 'request_fingerprint') f
+  ON f.seq = q.event_seq
 LEFT JOIN (SELECT seq, rs_json(payload) AS p FROM events WHERE type = 'prompt_snapshot') s
-       ON s.seq = r.snapshot_seq;
+       ON s.seq = q.snapshot_seq;
 
 CREATE OR REPLACE VIEW visits AS SELECT * FROM proj_visits;
 
 CREATE OR REPLACE VIEW policy_decisions AS
-SELECT d.* EXCLUDE (event_seq, entry_key, is_object),
-       rs_member(e.p, '$.metadata') AS metadata, e.p::JSON AS payload, d.event_seq
+SELECT d.run_key, d.decision_index, e.turn,
+       e.p ->> '$.callId' AS call_id,
+       e.p ->> '$.decision' AS decision,
+       e.p ->> '$.reason' AS reason,
+       e.p ->> '$.publicReason' AS public_reason,
+       e.p ->> '$.resultMode' AS result_mode,
+       e.p ->> '$.policyVersion' AS policy_version,
+       e.p ->> '$.resource.kind' AS resource_kind,
+       e.p ->> '$.resource.name' AS resource_name,
+       rs_time(e.p, '$.expiresAt') AS expires_at,
+       rs_str(e.p, '$.expiresAt') AS expires_at_text,
+       rs_bool(e.p, '$.handoffApplied') AS handoff_applied,
+       d.applied_basis,
+       rs_time(e.p, '$.timestamp') AS timestamp,
+       rs_str(e.p, '$.timestamp') AS timestamp_text,
+       rs_member(e.p, '$.metadata') AS metadata,
+       e.p::JSON AS payload,
+       d.event_seq
 FROM proj_policy_decisions d
-LEFT JOIN (SELECT seq, rs_json(payload) AS p FROM events WHERE type = 'policy_decision') e
-       ON e.seq = d.event_seq;
+JOIN (SELECT seq, turn, rs_json(payload) AS p FROM events WHERE type = 'policy_decision') e
+  ON e.seq = d.event_seq;
 
 CREATE OR REPLACE VIEW guardrail_decisions AS
-SELECT d.* EXCLUDE (event_seq, entry_key, is_object),
-       rs_member(e.p, '$.metadata') AS metadata, e.p::JSON AS payload, d.event_seq
+SELECT d.run_key, d.decision_index, e.turn,
+       e.p ->> '$.guardrailName' AS guardrail_name,
+       e.p ->> '$.decision' AS decision,
+       e.p ->> '$.reason' AS reason,
+       rs_time(e.p, '$.timestamp') AS timestamp,
+       rs_str(e.p, '$.timestamp') AS timestamp_text,
+       rs_member(e.p, '$.metadata') AS metadata,
+       e.p::JSON AS payload,
+       d.event_seq
 FROM proj_guardrail_decisions d
-LEFT JOIN (SELECT seq, rs_json(payload) AS p FROM events WHERE type = 'guardrail_decision') e
-       ON e.seq = d.event_seq;
+JOIN (SELECT seq, turn, rs_json(payload) AS p FROM events WHERE type = 'guardrail_decision') e
+  ON e.seq = d.event_seq;
 
 CREATE OR REPLACE VIEW prompt_snapshots AS
-SELECT s.run_key, s.snapshot_index, s.turn, s.agent, s.model, s.prompt_version,
-       e.p ->> '$.promptHash' AS prompt_hash, s.has_prompt_text, s.timestamp, s.timestamp_text,
-       e.p::JSON AS payload, s.event_seq
-FROM proj_prompt_snapshots s
-LEFT JOIN (SELECT seq, rs_json(payload) AS p FROM events WHERE type = 'prompt_snapshot') e
-       ON e.seq = s.event_seq;
+SELECT run_key, idx AS snapshot_index, turn,
+       p ->> '$.agentName' AS agent,
+       p ->> '$.model' AS model,
+       p ->> '$.promptVersion' AS prompt_version,
+       p ->> '$.promptHash' AS prompt_hash,
+       json_exists(p, '$.promptText') AS has_prompt_text,
+       rs_time(p, '$.timestamp') AS timestamp,
+       rs_str(p, '$.timestamp') AS timestamp_text,
+       p::JSON AS payload,
+       seq AS event_seq
+FROM current_events('prompt_snapshot');
 
 CREATE OR REPLACE VIEW suspended_proposals AS
-SELECT s.run_key, s.proposal_index, s.turn, s.call_id, s.kind, s.agent, s.tool_name,
-       s.from_agent, s.to_agent, e.p ->> '$.proposalHash' AS proposal_hash, s.reason,
-       s.public_reason, s.policy_version, s.expires_at, s.expires_at_text,
-       coalesce(s.args_canonical, e.p ->> '$.argsCanonicalJson',
-                e.p ->> '$.payloadCanonicalJson') AS args_canonical,
-       s.timestamp, s.timestamp_text,
-       coalesce(s.metadata, rs_member(e.p, '$.metadata')) AS metadata,
-       coalesce(s.payload, e.p::JSON) AS payload, s.event_seq
-FROM proj_suspended_proposals s
-LEFT JOIN (SELECT seq, rs_json(payload) AS p FROM events WHERE type = 'suspended_proposal') e
-       ON e.seq = s.event_seq AND s.payload IS NULL;
+SELECT run_key, idx AS proposal_index, turn,
+       p ->> '$.callId' AS call_id,
+       p ->> '$.kind' AS kind,
+       p ->> '$.agentName' AS agent,
+       p ->> '$.toolName' AS tool_name,
+       p ->> '$.fromAgentName' AS from_agent,
+       p ->> '$.toAgentName' AS to_agent,
+       p ->> '$.proposalHash' AS proposal_hash,
+       p ->> '$.reason' AS reason,
+       p ->> '$.publicReason' AS public_reason,
+       p ->> '$.policyVersion' AS policy_version,
+       rs_time(p, '$.expiresAt') AS expires_at,
+       rs_str(p, '$.expiresAt') AS expires_at_text,
+       coalesce(p ->> '$.argsCanonicalJson', p ->> '$.payloadCanonicalJson') AS args_canonical,
+       rs_time(p, '$.timestamp') AS timestamp,
+       rs_str(p, '$.timestamp') AS timestamp_text,
+       rs_member(p, '$.metadata') AS metadata,
+       p::JSON AS payload,
+       seq AS event_seq
+FROM current_events('suspended_proposal')
+UNION ALL
+SELECT run_key, proposal_index, turn, call_id, kind, agent, tool_name, from_agent, to_agent,
+       CAST(NULL AS VARCHAR) AS proposal_hash, reason, public_reason, policy_version,
+       expires_at, expires_at_text, args_canonical, timestamp, timestamp_text, metadata, payload,
+       event_seq
+FROM proj_suspended_proposals;
 
 CREATE OR REPLACE VIEW findings AS SELECT * FROM proj_findings;
 
@@ -109,14 +177,15 @@ CREATE OR REPLACE VIEW findings AS SELECT * FROM proj_findings;
 -- never link. Parents are
 -- resolved by run id, so a parent stored later still links.
 CREATE OR REPLACE VIEW lineage AS
+WITH pr AS (SELECT *, substr(run_key, length(format) + 2) AS run_id FROM proj_runs)
 SELECT r.run_key AS child_run_key,
        p.run_key AS parent_run_key,
        r.replay_of_run_id AS parent_run_id,
        'replay_of' AS relation,
        CAST(NULL AS JSON) AS detail,
        r.source_id
-FROM proj_runs r
-LEFT JOIN proj_runs p ON p.run_id = r.replay_of_run_id AND p.format = r.format
+FROM pr r
+LEFT JOIN pr p ON p.run_id = r.replay_of_run_id AND p.format = r.format
 WHERE r.replay_of_run_id IS NOT NULL
   -- a replay stored with its own provenance row (lineage_log) is listed once, with that row
   AND NOT EXISTS (SELECT 1 FROM lineage_log x
@@ -129,8 +198,8 @@ SELECT l.child_run_key,
        l.detail,
        l.source_id
 FROM lineage_log l
-LEFT JOIN proj_runs p ON l.parent_run_key IS NULL AND p.run_id = l.parent_run_id AND p.format = 'aioc'
-LEFT JOIN proj_runs p2 ON l.parent_run_key IS NOT NULL AND p2.run_key = l.parent_run_key
+LEFT JOIN pr p ON l.parent_run_key IS NULL AND p.run_id = l.parent_run_id AND p.format = 'aioc'
+LEFT JOIN pr p2 ON l.parent_run_key IS NOT NULL AND p2.run_key = l.parent_run_key
 UNION ALL
 SELECT child_run_key, parent_run_key, parent_run_id, 'thread_continuation', detail, source_id
 FROM (
@@ -141,8 +210,8 @@ FROM (
            c.source_id,
            rank() OVER (PARTITION BY c.run_key ORDER BY x.prefix_len DESC) AS nearest
     FROM proj_input_prefixes x
-    JOIN proj_runs p ON p.items_key = x.prefix_key AND p.item_count = x.prefix_len
-    JOIN proj_runs c ON c.run_key = x.run_key
+    JOIN pr p ON p.items_key = x.prefix_key AND p.item_count = x.prefix_len
+    JOIN pr c ON c.run_key = x.run_key
     WHERE p.run_key <> c.run_key
       AND p.item_count < c.item_count
       AND p.item_count > coalesce(p.input_item_count, 0)

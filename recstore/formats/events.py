@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from recstore.formats.jsontext import dumps_json, loads_json
+from recstore.formats.jsontext import dumps_json, int32, loads_json
 
 __all__ = ["ARRAY_EVENT_TYPES", "FAMILY_OF", "Event", "events_to_record", "record_to_events"]
 
@@ -76,9 +76,7 @@ def record_to_events(record: dict[str, Any]) -> list[Event]:
         etype = ARRAY_EVENT_TYPES.get(key)
         if etype is not None and isinstance(value, list):
             for i, element in enumerate(value):
-                turn = element.get("turn") if type(element) is dict else None
-                if type(turn) is not int or not -(2**31) <= turn < 2**31:
-                    turn = None
+                turn = int32(element.get("turn")) if type(element) is dict else None
                 array_events.append(Event(etype, i, turn, dumps_json(element)))
         elif key in _FINISH_FIELDS:
             finish[key] = value

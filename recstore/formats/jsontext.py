@@ -18,6 +18,7 @@ from recstore.canonical import JSONParseError, canonical_json, loads_strict
 
 __all__ = [
     "dumps_json",
+    "int32",
     "loads_json",
     "parse_json_bytes",
     "sha256_canonical_record",
@@ -60,6 +61,20 @@ def parse_json_bytes(data: bytes) -> tuple[Any, str | None]:
         return loads_strict(data), None
     except JSONParseError as exc:
         return None, str(exc)
+
+
+_INT32 = 2**31
+
+
+def int32(value: Any) -> int | None:
+    """An integral JSON number (``2`` or ``2.0``, never ``true``) that fits a 32-bit INTEGER
+    column, else None (the JSON keeps the original)."""
+    kind = type(value)
+    if kind is float and value.is_integer():
+        value, kind = int(value), int
+    if kind is int and -_INT32 <= value < _INT32:
+        return value
+    return None
 
 
 def dumps_json(value: Any) -> str:

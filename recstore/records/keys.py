@@ -26,6 +26,7 @@ from recstore.records.toolcalls import UNDEFINED
 __all__ = [
     "RunKeys",
     "call_output_key",
+    "calls_key",
     "hex_key",
     "key_of",
     "sequence_key",
@@ -57,6 +58,16 @@ def call_output_key(call: dict) -> int | None:
     if not call["hasOutput"]:
         return None
     return key_of(call["output"] if "output" in call else UNDEFINED)
+
+
+def calls_key(analysis: Any) -> int:
+    """Key of a record's whole tool-call sequence (name, argsHash, hasOutput, output key of
+    every extracted call): runs with equal keys skip the positional call comparison. Takes a
+    :class:`~recstore.records.RecordAnalysis` or the list :func:`extract_tool_calls` returns."""
+    calls = [j.call for j in analysis.tool_calls] if hasattr(analysis, "tool_calls") else analysis
+    return sequence_key(
+        [(c["name"], c["argsHash"], c["hasOutput"], call_output_key(c)) for c in calls]
+    )
 
 
 def sequence_key(parts: list) -> int:

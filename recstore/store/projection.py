@@ -11,7 +11,6 @@ read them from the event a row points at (``event_seq``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -19,8 +18,16 @@ from typing import Any
 from recstore.canonical import canonical_bytes
 from recstore.formats.events import ARRAY_EVENT_TYPES
 from recstore.formats.jsontext import dumps_json
+from recstore.formats.jsontext import int32 as _int
 from recstore.records import RecordAnalysis, analyze
-from recstore.records.keys import RunKeys, call_output_key, key_of, sequence_key, text_key
+from recstore.records.keys import (
+    RunKeys,
+    call_output_key,
+    calls_key,
+    key_of,
+    sequence_key,
+    text_key,
+)
 
 __all__ = [
     "COLUMNS",
@@ -39,7 +46,7 @@ __all__ = [
 # Staged columns of every projection table, in DDL order (a test checks them against the DDL).
 COLUMNS: dict[str, tuple[str, ...]] = {
     "proj_runs": (
-        "run_key", "run_id", "format", "revision", "status", "agent", "initial_agent",
+        "run_key", "format", "revision", "status", "agent", "initial_agent",
         "final_agent", "provider", "model", "question", "response", "started_text",
         "completed_text", "error_name", "error_message", "input_source", "input_item_count",
         "item_count", "request_count", "tool_call_count", "handoff_count", "denial_count",
@@ -57,31 +64,20 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "run_key", "call_index", "ordinal", "call_id", "name", "item_index", "output_item_index",
         "arguments", "args_hash", "has_output", "output_key", "envelope_status", "envelope_code",
         "request_turn", "visit_index", "agent", "is_handoff", "handoff_target", "policy_decision",
-        "policy_decision_index", "in_input", "call_seq", "output_seq", "output",
+        "policy_decision_index", "in_input", "output_seq", "output",
     ),
     "proj_requests": (
-        "run_key", "request_index", "turn", "agent", "provider", "model", "message_count",
-        "output_start", "output_end", "visit_index", "prompt_version", "tool_count",
-        "runtime_version", "timestamp_text", "event_seq", "snapshot_seq",
+        "run_key", "request_index", "message_count", "output_start", "output_end", "visit_index",
+        "event_seq", "snapshot_seq",
     ),
     "proj_visits": (
         "run_key", "visit_index", "agent", "entered_after_turn", "via_call_id", "transition",
         "request_count", "first_turn", "last_turn", "item_start", "item_end",
     ),
     "proj_policy_decisions": (
-        "run_key", "decision_index", "turn", "call_id", "decision", "reason", "public_reason",
-        "result_mode", "policy_version", "resource_kind", "resource_name", "expires_at_text",
-        "handoff_applied", "applied_basis", "timestamp_text", "event_seq", "entry_key",
-        "is_object",
+        "run_key", "decision_index", "applied_basis", "event_seq", "entry_key", "is_object",
     ),
-    "proj_guardrail_decisions": (
-        "run_key", "decision_index", "turn", "guardrail_name", "decision", "reason",
-        "timestamp_text", "event_seq", "entry_key", "is_object",
-    ),
-    "proj_prompt_snapshots": (
-        "run_key", "snapshot_index", "turn", "agent", "model", "prompt_version",
-        "has_prompt_text", "timestamp_text", "event_seq",
-    ),
+    "proj_guardrail_decisions": ("run_key", "decision_index", "event_seq", "entry_key", "is_object"),
     "proj_suspended_proposals": (
         "run_key", "proposal_index", "turn", "call_id", "kind", "agent", "tool_name",
         "from_agent", "to_agent", "reason", "public_reason", "policy_version", "expires_at_text",
@@ -120,7 +116,6 @@ def columns_for(table: str, width: int) -> tuple[str, ...]:
         raise ValueError(f"{table}: a row of {width} values fits no column list")
     return full
 
-_INT32 = 2**31
 _GETTERS = {table: itemgetter(*columns) for table, columns in COLUMNS.items()}
 
 
@@ -173,20 +168,9 @@ def items_keys(item_canons: list[bytes], count: int | None) -> tuple[int, list[t
     return text_key(b"[" + b",".join(item_canons) + b"]"), prefixes
 
 
-def _int(value: Any) -> int | None:
-    """An integral JSON number that fits INTEGER, else None (the payload keeps the original)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int) and -_INT32 <= value < _INT32:
-        return value
-    return None
-
-
 def _text(value: Any) -> str | None:
     """Text of a value for a VARCHAR column: strings as they are, anything else as JSON."""
-    if value is None or isinstance(value, str):
+    if value is None or type(value) is str:
         return value
     return dumps_json(value)
 
@@ -234,11 +218,10 @@ def project_record(
         item_canons = [canonical_bytes(item) for item in items]
     items_key, prefixes = items_keys(item_canons, analysis.scope.count)
     calls = _tool_call_rows(analysis, ctx, base.get("item_appended", 0))
-    policy = _policy_rows(record, analysis, ctx, base)
-    guardrails = _element_rows(record, "guardrailDecisions", ctx, base, _guardrail_columns)
-    keys = RunKeys.of(record)
-    run = _run_row(record, analysis, ctx, items_key, keys)
-    run["calls_full_key"] = sequence_key([(r[4], r[8], r[9], r[10]) for r in calls])
+    policy = _entry_rows(record, "policyDecisions", ctx, base, _policy_basis(analysis))
+    guardrails = _entry_rows(record, "guardrailDecisions", ctx, base, None)
+    run = _run_row(record, analysis, ctx, items_key, RunKeys.of(record))
+    run["calls_full_key"] = calls_key(analysis)
     run["policy_seq_key"] = sequence_key([r[-2] for r in policy])
     run["guardrails_seq_key"] = sequence_key([r[-2] for r in guardrails])
     return {
@@ -249,12 +232,6 @@ def project_record(
         "proj_visits": _visit_rows(analysis, ctx),
         "proj_policy_decisions": policy,
         "proj_guardrail_decisions": guardrails,
-        "proj_prompt_snapshots": _element_rows(
-            record, "promptSnapshots", ctx, base, _snapshot_columns
-        ),
-        "proj_suspended_proposals": _element_rows(
-            record, "suspendedProposals", ctx, base, _proposal_columns
-        ),
         "proj_findings": [
             (ctx.run_key, i, f.code, f.message, f.path) for i, f in enumerate(analysis.findings)
         ],
@@ -271,7 +248,6 @@ def _run_row(
     redacted = record.get("contextRedacted")
     return {
         "run_key": ctx.run_key,
-        "run_id": ctx.run_id,
         "format": ctx.format,
         "revision": ctx.revision,
         "status": _text(record.get("status")),
@@ -373,7 +349,6 @@ def _tool_call_rows(a: RecordAnalysis, ctx: RunContext, first_item_seq: int) -> 
                 _text(join.decision),
                 join.policy_decision_index,
                 join.in_input,
-                None if join.call_item_index is None else first_item_seq + join.call_item_index,
                 None if join.output_item_index is None else first_item_seq + join.output_item_index,
                 None,
             )
@@ -388,34 +363,25 @@ def _request_rows(
     for visit in a.visits:
         for turn in visit.turns:
             visit_of_turn.setdefault(turn, visit.index)
-    snapshot_of_turn: dict[Any, tuple[int, dict]] = {}
+    snapshot_of_turn: dict[Any, int] = {}
     for i, snap in enumerate(_list(record, "promptSnapshots")):
         if isinstance(snap, dict):
-            snapshot_of_turn.setdefault(_int(snap.get("turn")), (i, snap))
+            snapshot_of_turn.setdefault(_int(snap.get("turn")), i)
     first = base.get("request_fingerprint", 0)
     first_snapshot = base.get("prompt_snapshot", 0)
     rows = []
     for req in a.requests:
-        fp = _dict(req.fingerprint)
-        snap_index, snap = snapshot_of_turn.get(_int(req.turn), (None, {}))
+        snapshot = snapshot_of_turn.get(_int(req.turn))
         rows.append(
             (
                 ctx.run_key,
                 req.index,
-                _int(req.turn),
-                _text(req.agent),
-                _text(req.provider),
-                _text(req.model),
                 _int(req.message_count),
                 req.output_start,
                 req.output_end,
                 visit_of_turn.get(req.turn) if _int(req.turn) is not None else 0,
-                _text(snap.get("promptVersion")),
-                _int(fp.get("toolCount")),
-                _text(fp.get("runtimeVersion")),
-                _ts(fp.get("timestamp")),
                 first + req.index,
-                None if snap_index is None else first_snapshot + snap_index,
+                None if snapshot is None else first_snapshot + snapshot,
             )
         )
     return rows
@@ -443,98 +409,19 @@ def _visit_rows(a: RecordAnalysis, ctx: RunContext) -> list[tuple]:
     return rows
 
 
-def _element_rows(
-    record: dict,
-    key: str,
-    ctx: RunContext,
-    base: dict[str, int],
-    columns: Callable[[dict, int], tuple],
+def _policy_basis(a: RecordAnalysis) -> dict[int, str]:
+    """How each handoff decision's application is known (recorded | inferred | unknown)."""
+    return {t.decision_index: t.basis for t in a.transitions}
+
+
+def _entry_rows(
+    record: dict, key: str, ctx: RunContext, base: dict[str, int], basis: dict[int, str] | None
 ) -> list[tuple]:
-    """Rows of one record array whose elements each came from one event: ``(run_key, index,
-    turn)`` + ``columns(element, index)`` + ``(timestamp_text, event_seq)`` in the table's
-    order, which each ``columns`` function documents."""
+    """Rows of the policy (``basis`` given) or guardrail decisions: what their events do not
+    say, i.e. the comparison key of each entry and, for policies, the handoff basis."""
     first = base.get(ARRAY_EVENT_TYPES[key], 0)
     rows = []
     for i, element in enumerate(_list(record, key)):
-        fields = _dict(element)
-        rows.append(columns(fields, i, element, (ctx.run_key, i, _int(fields.get("turn"))), first + i))
+        head = (ctx.run_key, i) if basis is None else (ctx.run_key, i, basis.get(i))
+        rows.append((*head, first + i, key_of(element), isinstance(element, dict)))
     return rows
-
-
-def _entry_keys(element: Any) -> tuple[int, bool]:
-    return key_of(element), isinstance(element, dict)
-
-
-def _policy_rows(
-    record: dict, a: RecordAnalysis, ctx: RunContext, base: dict[str, int]
-) -> list[tuple]:
-    transition_of = {t.decision_index: t for t in a.transitions}
-
-    def columns(d: dict, i: int, element: Any, head: tuple, seq: int) -> tuple:
-        resource = _dict(d.get("resource"))
-        transition = transition_of.get(i)
-        flag = d.get("handoffApplied")
-        return (
-            *head,
-            _text(d.get("callId")),
-            _text(d.get("decision")),
-            _text(d.get("reason")),
-            _text(d.get("publicReason")),
-            _text(d.get("resultMode")),
-            _text(d.get("policyVersion")),
-            _text(resource.get("kind")),
-            _text(resource.get("name")),
-            _ts(d.get("expiresAt")),
-            flag if isinstance(flag, bool) else None,
-            transition.basis if transition else None,
-            _ts(d.get("timestamp")),
-            seq,
-            *_entry_keys(element),
-        )
-
-    return _element_rows(record, "policyDecisions", ctx, base, columns)
-
-
-def _guardrail_columns(g: dict, _i: int, element: Any, head: tuple, seq: int) -> tuple:
-    return (
-        *head,
-        _text(g.get("guardrailName")),
-        _text(g.get("decision")),
-        _text(g.get("reason")),
-        _ts(g.get("timestamp")),
-        seq,
-        *_entry_keys(element),
-    )
-
-
-def _snapshot_columns(s: dict, _i: int, _element: Any, head: tuple, seq: int) -> tuple:
-    return (
-        *head,
-        _text(s.get("agentName")),
-        _text(s.get("model")),
-        _text(s.get("promptVersion")),
-        "promptText" in s,
-        _ts(s.get("timestamp")),
-        seq,
-    )
-
-
-def _proposal_columns(p: dict, _i: int, _element: Any, head: tuple, seq: int) -> tuple:
-    return (
-        *head,
-        _text(p.get("callId")),
-        _text(p.get("kind")),
-        _text(p.get("agentName")),
-        _text(p.get("toolName")),
-        _text(p.get("fromAgentName")),
-        _text(p.get("toAgentName")),
-        _text(p.get("reason")),
-        _text(p.get("publicReason")),
-        _text(p.get("policyVersion")),
-        _ts(p.get("expiresAt")),
-        _ts(p.get("timestamp")),
-        seq,
-        None,
-        None,
-        None,
-    )
