@@ -30,8 +30,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from recstore.records.keys import key_of
 from recstore.errors import InputError
+from recstore.records.keys import key_of
 
 __all__ = ["DUPLICATE_RULES", "PairBy", "pair_explicit", "pair_runs"]
 
