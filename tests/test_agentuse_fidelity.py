@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from recstore.formats.agentuse import TreeFile, assemble_run
+from recstore.formats.agentuse import TreeFile, assemble_run, part_sort_key
 from recstore.replay.agentuse_match import (
     STRIP_RUNTIME_KEYS,
     AgentuseTape,
@@ -54,6 +54,15 @@ def test_match_key(case):
     b_cwd = case.get("cwd_b", case.get("cwd_a", "/project"))
     b = match_key(case.get("tool_b", case["tool"]), case["b"], b_cwd, strip)
     assert (a == b) is case["equal"]
+
+
+# ---------------------------------------------------------------------------------------------
+# part order (session/manager.ts getPartOrder)
+
+
+@pytest.mark.parametrize("case", load("part_order.ndjson"))
+def test_part_order(case):
+    assert [p["id"] for p in sorted(case["parts"], key=part_sort_key)] == case["order"]
 
 
 # ---------------------------------------------------------------------------------------------

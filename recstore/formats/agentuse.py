@@ -739,6 +739,10 @@ _JSON_TYPES = {
 }
 
 
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[0] in "aeiou" else f"a {noun}"
+
+
 def wrong_typed_fields(value: dict, spec: str) -> list[str]:
     """``"<field> is a <type> (expected a <type>)"`` for each present, non-null field of
     ``value`` whose JSON type differs from :data:`_FIELD_TYPES` ``[spec]``."""
@@ -750,7 +754,8 @@ def wrong_typed_fields(value: dict, spec: str) -> list[str]:
         is_bool = isinstance(field_value, bool)
         ok = isinstance(field_value, _JSON_TYPES[expected]) and (expected != "number" or not is_bool)
         if not ok:
-            wrong.append(f"{path} is a {json_type_name(field_value)} (expected a {expected})")
+            actual = json_type_name(field_value)
+            wrong.append(f"{path} is {_a(actual)} (expected {_a(expected)})")
     return wrong
 
 
