@@ -37,6 +37,8 @@ def damage(root: Path, op: dict) -> None:
     path = root / op["path"]
     if op["op"] == "write":
         path.write_text(op["text"], encoding="utf-8")
+    elif op["op"] == "append":
+        path.write_text(path.read_text(encoding="utf-8") + op["text"], encoding="utf-8")
     elif op["op"] == "patch":
         value = json.loads(path.read_text(encoding="utf-8"))
         for dotted, new in op["set"].items():

@@ -1020,6 +1020,10 @@ def replay_stored_agentuse(
     strict rules against ``job``'s candidate and store each replay with its lineage.
 
     Returns ``ReplayResult`` rows like :func:`recstore.replay.batch.replay_stored`.
+
+    Raises:
+        ReplaySourceError: a source agentuse refuses (mock, still running, corrupt, ...);
+            nothing is replayed or stored for it, as with an external replayer.
     """
     from recstore.errors import RecstoreError
     from recstore.replay.batch import ReplayResult
@@ -1028,8 +1032,8 @@ def replay_stored_agentuse(
 
     results = []
     for source in load_sources(store, list(run_keys)):
+        recordings = source_recordings(store, source.run_key, source.record)
         try:
-            recordings = source_recordings(store, source.run_key, source.record)
             root = project_root or recordings.cwd
             references = snapshot_references(reference_paths, root) if reference_paths else ()
             candidate = job.candidate_for(source.record)
