@@ -152,3 +152,33 @@ def test_model_sees_recorded_outputs_as_they_are(user_prompt, user_message, tmp_
     assert listed["items"][0]["title"] == "@alice asked about pricing" and listed["replay"] is True
     assert "status" not in listed and "publicReason" not in tools["c1"]
     assert tools["c2"] == "Command not allowed: gh"  # a recorded error reads as its message
+
+
+# ---------------------------------------------------------------------------------------------
+# the documented example (docs/agentuse.md, "A complete example") runs as written
+
+
+def test_documented_agentuse_replay_example_runs(tmp_path):
+    repo = Path(__file__).resolve().parent.parent
+    doc = (repo / "docs" / "agentuse.md").read_text(encoding="utf-8")
+    block = doc.split("### A complete example", 1)[1].split("```", 2)[1]
+    commands = [line.split() for line in block.splitlines() if line.startswith("recstore ")]
+    assert len(commands) == 2 and "--harness" in commands[1] and "agentuse" in commands[1]
+    db = str(tmp_path / "agentuse.duckdb")
+    outputs = []
+    for words in commands:
+        words = [db if w == "/tmp/agentuse.duckdb" else w for w in words[1:]]
+        done = subprocess.run(
+            [sys.executable, "-m", "recstore", *words],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        outputs.append(done.stdout)
+    assert "COMPLETED (agentuse proposal:" in outputs[1]
+    with Store(Path(db)).reader() as con:
+        (meta,) = con.execute("SELECT metadata FROM runs WHERE replay_of_run_id IS NOT NULL").fetchone()
+    calls = json.loads(meta)["agentuseReplay"]["calls"]
+    assert [c["source"] for c in calls] == ["store-projection", "recording", "recording", "proposal"]

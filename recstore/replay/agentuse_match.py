@@ -992,6 +992,9 @@ def _agentuse_verdict(verdict: Any, report: dict) -> None:
     status = report["status"]
     verdict.status = _REPORT_STATUS[status]
     detail = report.get("error") or compared
+    missing = next((c for c in report["calls"] if c["source"] == "missing"), None)
+    if missing is not None:  # agentuse's CLI names the call and its exact input
+        detail += f" Unmatched call: {missing['tool']} {canonical_json(missing['input'])}"
     verdict.reason = f"agentuse {status}: {detail}"
 
 
