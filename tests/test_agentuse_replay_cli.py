@@ -44,6 +44,14 @@ def fixture_db(tmp_path_factory) -> Path:
     return db
 
 
+def _source_state(db: Path, run_key: str) -> list:
+    with Store(db).reader() as con:
+        return con.execute(
+            "SELECT revision, record_hash, last_seq FROM runs WHERE ? IN (run_key, run_id)",
+            [run_key],
+        ).fetchall()
+
+
 def harness(case: dict, reference: Path) -> dict:
     script = json.loads(json.dumps(case.get("script", [])).replace('"REF"', json.dumps(str(reference))))
     return {
@@ -75,20 +83,26 @@ def test_cli_replay(case, fixture_db, tmp_path):
         args += ["--harness", str(path)]
     if case.get("reference"):
         args += ["--reference", str(reference)]
+    source_key = case.get("run", RUN)
+    before = _source_state(db, source_key)
     done = cli(db, *args)
     assert done.returncode == case["exit"], done.stdout + done.stderr
+    assert _source_state(db, source_key) == before  # the source is never changed
     assert "Traceback" not in done.stderr
     if case["status"] is None:
         assert case["stderr_has"] in done.stderr and done.stderr.count("\n") == 1
         return
     verdict = json.loads(done.stdout)
     with Store(db).reader() as con:
-        (meta, status, error_name), = con.execute(
-            "SELECT metadata, status, error_name FROM runs WHERE run_key = ?",
+        (meta, status, error_name, replay_of), = con.execute(
+            "SELECT metadata, status, error_name, replay_of_run_id FROM runs WHERE run_key = ?",
             [verdict["replayRunKey"]],
         ).fetchall()
     report = json.loads(meta)["agentuseReplay"]
     assert report["status"] == case["status"]
+    assert report["sourceSessionId"] == replay_of == verdict["sourceRunKey"].split(":", 1)[1]
+    if report["success"]:
+        assert (status, error_name) == ("completed", None)
     assert verdict["status"] == ("completed" if report["success"] else verdict["status"])
     assert verdict["reason"].startswith(f"agentuse {case['status']}: ")
     assert [c["source"] for c in report["calls"]] == case["sources"]
@@ -152,6 +166,9 @@ def test_model_sees_recorded_outputs_as_they_are(user_prompt, user_message, tmp_
     assert listed["items"][0]["title"] == "@alice asked about pricing" and listed["replay"] is True
     assert "status" not in listed and "publicReason" not in tools["c1"]
     assert tools["c2"] == "Command not allowed: gh"  # a recorded error reads as its message
+    sent = json.dumps([r["body"] for r in server.requests])
+    for old in ("Draft a reply to the newest mention.", "Hi @alice, pricing is at", "Shorter please"):
+        assert old not in sent  # old instructions, the old draft and the human verdict are withheld
 
 
 # ---------------------------------------------------------------------------------------------
