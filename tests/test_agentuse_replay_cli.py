@@ -16,6 +16,7 @@ import pytest
 from recstore.store.store import Store
 
 from .conftest import AGENTUSE_DATA, AIOC_FIXTURES
+from .test_agentuse_external import cli
 from .test_agentuse_fidelity import load
 from .test_agentuse_format import session_dir, writable_copy
 from .test_agentuse_trees import damage
@@ -25,15 +26,6 @@ TOOLS = [
     "store_list", "store_create", "store_get", "tools__bash", "subagent__research",
     "tools__filesystem_read", "await_human", "report_complete", "report_incomplete",
 ]
-
-
-def cli(db: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "recstore", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
 
 
 @pytest.fixture(scope="module")

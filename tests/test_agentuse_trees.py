@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from recstore.store.store import Store
 
+from .test_agentuse_external import cli
 from .test_agentuse_fidelity import load
 from .test_agentuse_format import session_dir, writable_copy
 
@@ -51,22 +50,13 @@ def damage(root: Path, op: dict) -> None:
         raise AssertionError(f"unknown op {op['op']}")
 
 
-def ingest_cli(db: Path, tree: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "recstore", "--db", str(db), "ingest", str(tree)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.mark.parametrize("case", load("bad_trees.ndjson"))
 def test_bad_tree_is_a_reject_and_the_rest_is_stored(case, tmp_path):
     data = writable_copy(tmp_path)
     for op in case["ops"]:
         damage(session_dir(data), op)
     db = tmp_path / "bad.duckdb"
-    done = ingest_cli(db, data)
+    done = cli(db, "ingest", str(data))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert f"agentuse {case['code']}:" in done.stderr
@@ -85,7 +75,7 @@ def test_bad_tree_is_a_reject_and_the_rest_is_stored(case, tmp_path):
         assert needle in reason, reason
     assert run == [tuple(case["stored"])]  # what the damaged file did not hold is all there
     assert store.verify().ok
-    again = ingest_cli(db, data)  # a re-scan of the same damage reports nothing new
+    again = cli(db, "ingest", str(data))  # a re-scan of the same damage reports nothing new
     assert again.returncode == 0 and again.stdout.startswith("accepted 0, duplicate 1")
 
 
