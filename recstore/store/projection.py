@@ -103,16 +103,18 @@ SEQ_COLUMNS: dict[str, tuple[str, ...]] = {
 EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {
     "proj_runs": (
         "trigger", "mock", "error_code", "tokens_input", "tokens_output", "tokens_reasoning",
-        "tokens_cache_read", "tokens_cache_write", "result_of_run_id",
+        "tokens_cache_read", "tokens_cache_write", "result_of_run_id", "error_history",
+        "verification", "verification_status", "owner_pid", "execution", "execution_ms",
+        "execution_budget", "channels", "dismissed_at_text", "reviewed_at_text",
     ),
     "proj_visits": (
         "session_id", "parent_visit_index", "parent_link", "link_confidence", "depth", "status",
-        "model", "tokens_input", "tokens_output",
+        "model", "tokens_input", "tokens_output", "assistant_error", "assistant_summary",
     ),
     "proj_tool_calls": (
         "part_id", "status", "error", "started_text", "ended_text", "duration_ms",
         "arguments_normalised", "artifact_path", "child_session_id", "child_link",
-        "child_link_confidence",
+        "child_link_confidence", "superseded", "parent_call_id", "raw_approved_input",
     ),
 }
 
