@@ -1,0 +1,207 @@
+"""Upgrading a store written by recstore 0.1 (log layout 1) to the current layout (2).
+
+Layout 1 chained a hash through every event (two hex hashes per event row), kept sources and
+their counts in one row written at the end of the input, copied record texts into full-width
+projection tables and left payloads uncompressed. Layout 2 chains one hash per batch, splits a
+source into the row written with its first batch and the row written when it was read, keeps
+payloads zstd-compressed and projects into narrow ``proj_*`` tables behind views (see
+docs/DESIGN.md). The upgrade rewrites the log row for row (nothing is dropped: every event,
+stream, source, reject, batch and lineage row keeps its ids), recomputes the batch chain over
+it, and rebuilds the projections, in one transaction, the first time a writer opens the store.
+Comparison feature caches are emptied (they rebuild on use).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import duckdb
+
+from recstore.formats.jsontext import dumps_json, loads_json
+from recstore.store.chain import (
+    EMPTY_DIGEST,
+    EVENTS_DIGEST_SQL,
+    STREAM_LINE_SQL,
+    Digest,
+    batch_hash,
+    line_digest,
+)from recstore.store.ingest import EVENT_COLUMNS, TAGS_EVENT
+from recstore.store.tables import insert_columns
+
+__all__ = ["is_layout_1", "upgrade_layout_1"]
+
+# Projection tables of layout 1 (replaced by proj_* tables and views of the same names).
+_OLD_PROJECTIONS = (
+    "runs", "items", "tool_calls", "requests", "visits", "policy_decisions",
+    "guardrail_decisions", "prompt_snapshots", "suspended_proposals", "findings",
+    "run_input_prefixes",
+)
+_OLD_LOG = ("events", "streams", "sources", "rejects", "batches")
+
+
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
+    return {
+        name for (name,) in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+            "AND table_schema = 'main' AND table_catalog = current_database()",
+            [table],
+        ).fetchall()
+    }
+
+
+def is_layout_1(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the store behind ``con`` is a layout-1 store (its events carry hashes)."""
+    return "hash" in _columns(con, "events")
+
+
+def upgrade_layout_1(
+    con: duckdb.DuckDBPyConnection,
+    apply_schema: Callable[[duckdb.DuckDBPyConnection], None],
+    rebuild: Callable[[duckdb.DuckDBPyConnection], int],
+) -> None:
+    """Rewrite a layout-1 store in place (one transaction). ``apply_schema`` creates the current
+    tables and views (every schema file, all idempotent); ``rebuild`` projects the log."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        _set_aside(con)
+        apply_schema(con)
+        _copy_log(con)
+        last_hash = _chain_batches(con)
+        _carry_tags(con, last_hash)
+        for table in _OLD_LOG:
+            con.execute(f"DROP TABLE v1_{table}")
+        for table in ("cmp_run_features", "cmp_call_features", "cmp_entry_features",
+                      "cmp_field_features"):
+            if _columns(con, table):
+                con.execute(f"DELETE FROM {table}")
+        rebuild(con)
+        con.execute("INSERT OR REPLACE INTO meta VALUES ('layout', '2')")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _set_aside(con: duckdb.DuckDBPyConnection) -> None:
+    """Rename the log tables out of the way and drop the old projections and their views."""
+    con.execute("DROP VIEW IF EXISTS lineage")
+    for table in _OLD_PROJECTIONS:
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+    for table in _OLD_LOG:
+        con.execute(f"ALTER TABLE {table} RENAME TO v1_{table}")
+
+
+def _copy_log(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        """
+        INSERT INTO events
+        SELECT seq, stream_key, stream_pos, revision, type, idx, turn, payload, source_id, batch_id
+        FROM v1_events
+        ORDER BY batch_id,
+                 CASE WHEN type = 'item_appended' THEN 1
+                      WHEN type IN ('run_started', 'run_finished') THEN 0
+                      WHEN type = 'agentuse_file' THEN 3 ELSE 2 END,
+                 seq
+        """
+    )
+    con.execute(
+        """
+        INSERT INTO streams
+        SELECT stream_key, revision, run_id, format, unhex(record_hash), first_seq, last_seq,
+               event_count, source_id, line, batch_id, ingested_at
+        FROM v1_streams ORDER BY first_seq
+        """
+    )
+    # a layout-1 source row was written when its input had been read: its batch is both
+    con.execute(
+        "INSERT INTO source_files SELECT source_id, uri, format, compression, batch_id, "
+        "ingested_at FROM v1_sources ORDER BY source_id"
+    )
+    con.execute(
+        "INSERT INTO source_results SELECT source_id, sha256, size_bytes, status, record_count, "
+        "accepted, revised, duplicate, rejected, batch_id, ingested_at FROM v1_sources "
+        "ORDER BY source_id"
+    )
+    con.execute(
+        """
+        INSERT INTO rejects
+        SELECT reject_id, source_id, source_uri, line, reason, path, raw_text, raw_bytes,
+               unhex(sha256(coalesce(raw_bytes, encode(coalesce(raw_text, ''))))),
+               octet_length(coalesce(raw_bytes, encode(coalesce(raw_text, '')))),
+               batch_id, rejected_at
+        FROM v1_rejects ORDER BY reject_id
+        """
+    )
+
+
+def _chain_batches(con: duckdb.DuckDBPyConnection) -> bytes | None:
+    """The batches again, each with its event range and the hash chain over the copied log;
+    returns the last batch's hash."""
+    batches = con.execute(
+        """
+        SELECT b.*, e.n, e.first_seq, e.last_seq
+        FROM v1_batches b
+        LEFT JOIN (SELECT batch_id, count(*) AS n, min(seq) AS first_seq, max(seq) AS last_seq
+                   FROM events GROUP BY batch_id) e USING (batch_id)
+        ORDER BY batch_id
+        """
+    ).fetchall()
+    previous: bytes | None = None
+    for (batch_id, ingest_id, started, committed, tags, pid, accepted, revised, duplicate,
+         rejected, count, first_seq, last_seq) in batches:
+        events_digest = con.execute(
+            f"SELECT {EVENTS_DIGEST_SQL} FROM events WHERE batch_id = ?", [batch_id]
+        ).fetchone()[0]
+        streams_digest = con.execute(
+            f"SELECT sha256(string_agg({STREAM_LINE_SQL}, '' ORDER BY first_seq)) "
+            "FROM streams WHERE batch_id = ?",
+            [batch_id],
+        ).fetchone()[0]
+        digest = batch_hash(
+            previous, batch_id, count or 0, events_digest or EMPTY_DIGEST,
+            streams_digest or EMPTY_DIGEST,
+        )
+        con.execute(
+            "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [batch_id, ingest_id, started, committed, tags, pid, accepted, revised, duplicate,
+             rejected, count or 0, first_seq, last_seq, previous, digest],
+        )
+        previous = digest
+    return previous
+
+
+def _carry_tags(con: duckdb.DuckDBPyConnection, previous: bytes | None) -> None:
+    """Layout 1 showed each run with the tags of the batch that stored its current revision;
+    layout 2 folds a run's ``tags_changed`` events. One batch appends, for every run whose
+    tags were not empty, the event that gives it the same tags."""
+    rows = con.execute(
+        """
+        WITH current AS (
+            SELECT stream_key, max(revision) AS revision FROM streams GROUP BY stream_key
+        )
+        SELECT s.stream_key, s.revision, s.source_id, b.tags::VARCHAR,
+               (SELECT max(stream_pos) + 1 FROM events e WHERE e.stream_key = s.stream_key)
+        FROM streams s JOIN current USING (stream_key, revision)
+        JOIN v1_batches b USING (batch_id)
+        WHERE b.tags::VARCHAR <> '{}'
+        ORDER BY s.first_seq
+        """
+    ).fetchall()
+    if not rows:
+        return
+    batch_id = con.execute("SELECT max(batch_id) + 1 FROM batches").fetchone()[0]
+    first = con.execute("SELECT max(seq) + 1 FROM events").fetchone()[0]
+    events, digests = [], Digest()
+    for offset, (key, revision, source_id, tags, pos) in enumerate(rows):
+        payload = dumps_json({"set": loads_json(tags)})
+        events.append((first + offset, key, pos, revision, TAGS_EVENT, None, None, payload,
+                       source_id, batch_id))
+        digests.add_line_digests([line_digest(key, pos, revision, TAGS_EVENT, None, None,
+                                              payload)])
+    insert_columns(con, "events", EVENT_COLUMNS, events)
+    digest = batch_hash(previous, batch_id, len(events), digests.hexdigest(), EMPTY_DIGEST)
+    con.execute(
+        "INSERT INTO batches VALUES (?, 'upgrade-to-layout-2', now()::TIMESTAMP, "
+        "now()::TIMESTAMP, '{}', NULL, 0, 0, 0, 0, ?, ?, ?, ?, ?)",
+        [batch_id, len(events), first, first + len(events) - 1, previous, digest],
+    )
