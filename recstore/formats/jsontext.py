@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import uuid
 from typing import Any
 
@@ -25,8 +24,8 @@ __all__ = [
 ]
 
 # A run of 16+ digits may be an integer orjson would round; such text uses the exact parser.
-_LONG_DIGITS = re.compile(r"\d{16}")
-# Bytes: map every digit to b"0" (C speed) and look for 16 in a row; a regex is 4x slower.
+# Map every digit to b"0" (C speed) and look for 16 in a row: a regex is 4x slower on bytes,
+# 20x on str.
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _SIXTEEN_DIGITS = b"0" * 16
 
@@ -87,9 +86,10 @@ def dumps_json(value: Any) -> str:
 
 def loads_json(text: str) -> Any:
     """Parse JSON text the store wrote itself (trusted; ``Infinity`` allowed, ints exact)."""
-    if not _LONG_DIGITS.search(text):
+    data = text.encode("utf-8", "surrogatepass")
+    if _SIXTEEN_DIGITS not in data.translate(_DIGITS_TO_ZERO):
         try:
-            return orjson.loads(text)
+            return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
     return json.loads(text)
