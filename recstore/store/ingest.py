@@ -335,31 +335,59 @@ class BatchWriter:
                 self._ingest_source(source, lineage or [])
             self.flush()
         finally:
-            self._progress.close()
-            self._preparer.close()
-            if self._commit_thread is not None:  # only after an error: let it end before closing
-                self._commit_thread.join()
+            self.close()
         self.summary.seconds = time.monotonic() - start
         return self.summary
+
+    def close(self) -> None:
+        """Release what the writer holds: its progress line, its worker processes and, after an
+        error, the commit in flight (it must end before the connection closes). Committing is
+        :meth:`flush`'s job; this commits nothing."""
+        self._progress.close()
+        self._preparer.close()
+        if self._commit_thread is not None:
+            self._commit_thread.join()
 
     def _ingest_source(self, source: InputSource, lineage: list[dict]) -> None:
         counts = SourceCounts(self.open_source(source.uri, source.format, source.compression))
         units = source.units() if hasattr(source, "units") else source.inputs()
         fmt = getattr(source, "record_format", "aioc")
         for chunk in _chunks(self._preparer.prepared(units, fmt), CHUNK_SIZE):
-            self._look_up([p.key for p in chunk if isinstance(p, Prepared)])
-            for p in chunk:
-                if isinstance(p, Refused):
-                    counts.add("rejected")
-                    self.reject(p.raw, counts.source_id, p.reason, p.path)
-                else:
-                    counts.add(self._store(p, counts.source_id, lineage))
-                self._progress.update(
-                    self.summary.accepted + self.summary.revised + self.summary.duplicate
-                    + self.summary.rejected
-                )
-                self.submit_if_full()
+            self.store_prepared(chunk, counts, lineage)
         self.finish_source(counts, source.sha256, source.size_bytes)
+
+    def store_prepared(
+        self,
+        chunk: list[Prepared | Refused],
+        counts: SourceCounts,
+        lineage: Iterable[dict] = (),
+    ) -> list[str]:
+        """Store records made by :func:`recstore.store.prepare.prepare` (here or in a worker
+        process), read from the input ``counts`` counts for (:meth:`open_source`).
+
+        The chunk's run keys are looked up in one query; each record becomes a new run, a
+        revision or a duplicate, a refused one is kept in rejects. ``lineage`` rows (see
+        :meth:`recstore.store.Store.ingest_records`) go with the record their ``child`` names,
+        or with every record when they name none. Full batches are committed in the background.
+        Returns each record's outcome (``accepted``, ``revised``, ``duplicate``, ``rejected``).
+        """
+        links = _Links(lineage)
+        self._look_up([p.key for p in chunk if isinstance(p, Prepared)])
+        outcomes = []
+        for p in chunk:
+            if isinstance(p, Refused):
+                outcome = "rejected"
+                self.reject(p.raw, counts.source_id, p.reason, p.path)
+            else:
+                outcome = self._store(p, counts.source_id, links)
+            counts.add(outcome)
+            outcomes.append(outcome)
+            self._progress.update(
+                self.summary.accepted + self.summary.revised + self.summary.duplicate
+                + self.summary.rejected
+            )
+            self.submit_if_full()
+        return outcomes
 
     def reject(self, raw: RawInput, source_id: int, reason: str, path: str | None) -> None:
         """Keep ``raw`` in the rejects table (once per URI, line, reason and content)."""
@@ -425,7 +453,7 @@ class BatchWriter:
 
     # -- storing ------------------------------------------------------------------------------
 
-    def _store(self, p: Prepared, source_id: int, lineage: list[dict]) -> str:
+    def _store(self, p: Prepared, source_id: int, links: _Links) -> str:
         state = self._streams.get(p.key)
         if state is not None and state.record_hash == p.record_hash:
             self.count_duplicate()
@@ -442,9 +470,9 @@ class BatchWriter:
             row[_RUN_COLUMN[column]] = value
         p.projection["proj_runs"][0] = tuple(row)
         self._stage_projection(p.key, ctx, p.projection, ctx.first_seq)
-        for link in lineage:
-            if link.get("child", p.run_id) in (p.run_id, p.key):
-                self._batch.lineage.append(_lineage_row(link, p.key, ctx.revision, source_id))
+        self._batch.lineage.extend(
+            _lineage_row(link, p.key, ctx.revision, source_id) for link in links.of(p)
+        )
         return "accepted" if ctx.revision == 1 else "revised"
 
     def append_revision(
@@ -761,6 +789,24 @@ def _chunks(inputs: Iterator, size: int) -> Iterator[list]:
             chunk = []
     if chunk:
         yield chunk
+
+
+class _Links:
+    """Lineage rows by the record they go with: the run id or key their ``child`` names, or
+    every record (no ``child``)."""
+
+    def __init__(self, lineage: Iterable[dict]) -> None:
+        self.common: list[tuple[int, dict]] = []
+        self.by_child: dict[str, list[tuple[int, dict]]] = {}
+        for i, link in enumerate(lineage):
+            child = link.get("child")
+            bucket = self.common if child is None else self.by_child.setdefault(child, [])
+            bucket.append((i, link))
+
+    def of(self, p: Prepared) -> list[dict]:
+        """The rows for record ``p``, in the order they were given."""
+        found = self.common + self.by_child.get(p.run_id, []) + self.by_child.get(p.key, [])
+        return [link for _, link in sorted(found, key=lambda pair: pair[0])]
 
 
 def _lineage_row(link: dict, key: str, revision: int, source_id: int) -> tuple:

@@ -14,13 +14,14 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from recstore.errors import InputError, NotFoundError
 from recstore.formats.events import Event, events_to_record
@@ -44,10 +45,11 @@ from recstore.store.projection import (
 )
 from recstore.store.tables import insert_columns
 
-__all__ = ["DEFAULT_DB", "Store", "StoredRun", "VerifyReport"]
+__all__ = ["DEFAULT_DB", "Store", "StoredEvents", "StoredRun", "VerifyReport", "read_runs"]
 
 DEFAULT_DB = "recstore.duckdb"
 _REBUILD_CHUNK = 2000
+READ_CHUNK = 2000  # runs read per query by read_runs
 _STORE_CATALOG = "store"
 
 
@@ -78,6 +80,25 @@ class StoredRun:
     record_hash: str
     source_uri: str | None
     record: dict
+
+
+@dataclass(frozen=True)
+class StoredEvents:
+    """A stored run as :func:`read_runs` reads it, before its record is reassembled: the
+    record's ``(type, payload)`` events (an agentuse run, whose events are files, comes folded
+    as ``record``). Small to pickle, so worker processes can reassemble it themselves."""
+
+    run_key: str
+    revision: int
+    record_hash: str
+    source_uri: str | None
+    events: list[tuple[str, str]] | None = None
+    record: dict | None = None
+
+    def run(self) -> StoredRun:
+        """The run with its record reassembled."""
+        record = self.record if self.record is not None else events_to_record(self.events or [])
+        return StoredRun(self.run_key, self.revision, self.record_hash, self.source_uri, record)
 
 
 class _RecordsSource:
@@ -293,40 +314,17 @@ class Store:
         """The current revisions of stored runs, in the order given, read in one connection.
 
         ``get_record`` opens a connection per call (about 0.15 s each); replay batches and
-        exports read thousands of runs, so they are reassembled here from one query.
+        exports read thousands of runs, so they are read here a chunk per query
+        (:func:`read_runs`).
 
         Raises:
             NotFoundError: a run key is not stored.
         """
+        runs: list[Any] = [None] * len(run_keys)
         with self.reader() as con:
-            identity = {
-                row[0]: row[1:]
-                for row in con.execute(
-                    "SELECT run_key, revision, record_hash, source_uri FROM runs "
-                    "WHERE list_contains(?, run_key)",
-                    [run_keys],
-                ).fetchall()
-            }
-            missing = [key for key in run_keys if key not in identity]
-            if missing:
-                raise NotFoundError(f"no stored run {missing[0]}")
-            rows = con.execute(
-                "SELECT e.stream_key, e.type, e.payload FROM events e JOIN runs r "
-                "ON e.stream_key = r.run_key AND e.revision = r.revision "
-                "WHERE list_contains(?, r.run_key) ORDER BY e.seq",
-                [run_keys],
-            ).fetchall()
-            # agentuse streams hold file events; their record is the fold of every revision
-            folded = {key: agentuse_ingest.stored_record(con, key)
-                      for key in run_keys if key.startswith("agentuse:")}
-        events: dict[str, list[tuple[str, str]]] = {}
-        for key, etype, payload in rows:
-            events.setdefault(key, []).append((etype, payload))
-        return [
-            StoredRun(key, *identity[key],
-                      folded[key] if key in folded else events_to_record(events[key]))
-            for key in run_keys
-        ]
+            for pos, stored in read_runs(con, run_keys):
+                runs[pos] = stored.run()
+        return runs
 
     def runs(self, limit: int = 20) -> list[dict]:
         """The most recently stored runs, newest first (a short list for people)."""
@@ -373,6 +371,50 @@ class Store:
         finally:
             con.close()
         return report
+
+
+def read_runs(
+    con: duckdb.DuckDBPyConnection, run_keys: Sequence[str], chunk: int = READ_CHUNK
+) -> Iterator[tuple[int, StoredEvents]]:
+    """``(position in run_keys, run)`` for the current revision of each stored run, through
+    ``con`` (a reader, or a cursor of the writer that will store what is derived from them).
+
+    Runs come in the order the log holds them, ``chunk`` per query, and each query joins the
+    events on the seqs of its runs: a chunk reads one stretch of the log (DuckDB skips the row
+    groups outside its seqs) rather than every event of the store.
+
+    Raises:
+        NotFoundError: a run key is not stored (before any run is read).
+    """
+    wanted = pa.table({"pos": pa.array(range(len(run_keys)), pa.int64()),  # noqa: F841
+                       "run_key": pa.array(run_keys, pa.string())})
+    found = con.execute(
+        "SELECT w.pos, w.run_key, r.revision, r.record_hash, r.source_uri, r.first_seq, "
+        "r.last_seq FROM wanted w LEFT JOIN runs r USING (run_key) ORDER BY r.first_seq, w.pos"
+    ).fetchall()
+    missing = next((row[1] for row in found if row[2] is None), None)
+    if missing is not None:
+        raise NotFoundError(f"no stored run {missing}")
+    for start in range(0, len(found), chunk):
+        rows = found[start:start + chunk]
+        spans = pa.table({  # noqa: F841 - read by SQL
+            "run_key": [row[1] for row in rows], "first_seq": [row[5] for row in rows],
+            "last_seq": [row[6] for row in rows],
+        })
+        events: dict[str, list[tuple[str, str]]] = {}
+        for key, etype, payload in con.execute(
+            "WITH want AS (SELECT run_key, unnest(range(first_seq, last_seq + 1)) AS seq "
+            "FROM spans WHERE NOT starts_with(run_key, 'agentuse:')) "
+            "SELECT w.run_key, e.type, e.payload FROM want w JOIN events e USING (seq) "
+            "ORDER BY e.seq"
+        ).fetchall():
+            events.setdefault(key, []).append((etype, payload))
+        for pos, key, revision, record_hash, source_uri, _, _ in rows:
+            if key.startswith("agentuse:"):  # file events: the record folds every revision
+                yield pos, StoredEvents(key, revision, record_hash, source_uri,
+                                        record=agentuse_ingest.stored_record(con, key))
+            else:
+                yield pos, StoredEvents(key, revision, record_hash, source_uri, events.get(key, []))
 
 
 def _resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:
