@@ -135,10 +135,11 @@ def test_openai_provider_without_key_is_a_reported_error(store_path):
 
 
 def test_batches_read_and_write_in_chunks_in_order(tmp_path, monkeypatch):
-    from recstore.replay import batch
+    from recstore.replay import batch, lineage
 
     monkeypatch.setattr(batch, "READ_CHUNK", 5)
-    monkeypatch.setattr(batch, "STORE_BATCH", 2)
+    monkeypatch.setattr(lineage, "PLACE_CHUNK", 3)
+    monkeypatch.setattr(lineage, "STORE_BATCH", 2)
     store = Store(tmp_path / "chunks.duckdb")
     store.ingest([str(AIOC_FIXTURES / f"{name}.json") for name in AIOC_RECORD_NAMES])
     keys = sorted(f"aioc:{name}" for name in AIOC_RECORD_NAMES)
@@ -149,7 +150,12 @@ def test_batches_read_and_write_in_chunks_in_order(tmp_path, monkeypatch):
     assert seen[-1] == (13, 13) and len(seen) == 13
     with store.reader() as con:
         stored = con.execute("SELECT source_run_key, replay_run_key FROM replays ORDER BY source_run_key").fetchall()
+        # one writer for the selection: one source, its replays committed in batches of 2
+        sources, batches = con.execute(
+            "SELECT count(DISTINCT source_id), count(DISTINCT batch_id) FROM streams "
+            "WHERE stream_key IN (SELECT replay_run_key FROM replays)").fetchone()
     assert stored == [(r.source_run_key, r.replay_run_key) for r in results]
+    assert (sources, batches) == (1, 7)
 
 
 def test_progress_bar_only_on_a_terminal(capsys, monkeypatch):

@@ -1,30 +1,40 @@
-"""Replay many stored runs: worker processes compute, this process alone writes.
+"""Replay many stored runs: worker processes replay and prepare, this process alone writes.
 
 DuckDB lets one process write a file, so replays run in a process pool (``workers > 1``) that
-never opens the store; the parent reads the sources up front, collects finished replays and
-stores them in batches through one writer (:func:`recstore.replay.lineage.store_replays`).
+never opens the store. This process holds one writer for the whole selection: it reads the
+sources a chunk per query through a cursor of that writer (in the order the log holds them),
+sends their events to the workers, and places what comes back. A worker reassembles each
+source, replays it and prepares the replay record as ingest would (validation, hashes, events,
+projection), so this process only places prepared records and commits them in the background
+(:class:`recstore.replay.lineage.ReplayWriter`). With one worker the same steps run in this
+process.
 """
 
 from __future__ import annotations
 
 import functools
 import multiprocessing
-from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import duckdb
+
 from recstore.errors import RecstoreError
 from recstore.replay.harness import Harness, ProviderSpec, harness_from_source, load_harness
-from recstore.replay.lineage import SourceRun, load_sources, store_replays
+from recstore.replay.lineage import ReplayWriter, prepare_replay
 from recstore.replay.replay import ReplayReport, error_outcome, provider_for, replay_run
-from recstore.store import Store, run_key_for
+from recstore.store import Store
+from recstore.store.prepare import Prepared, Refused
+from recstore.store.store import StoredEvents, read_runs
 
 __all__ = ["ReplayJob", "ReplayResult", "replay_one", "replay_stored"]
 
-STORE_BATCH = 500  # replays per write transaction (opening the writer costs ~0.25 s)
-READ_CHUNK = 2000  # sources held in memory at once
+READ_CHUNK = 2000  # sources read per query (held in memory at once)
 CHUNK = 25  # sources per task sent to a worker
+IN_FLIGHT = 4  # tasks per worker sent ahead, so workers never wait for this process
 
 
 @dataclass(frozen=True)
@@ -71,8 +81,26 @@ def replay_one(job: ReplayJob, source: dict) -> tuple[dict | None, ReplayReport,
     return outcome.record, outcome.report, provider.name
 
 
-def _replay_chunk(job: ReplayJob, sources: list[dict]) -> list[tuple[dict | None, ReplayReport, str]]:
-    return [replay_one(job, source) for source in sources]
+@dataclass(frozen=True)
+class _Replayed:
+    """What replaying one source gives the writer: the report, and the replay record prepared
+    for storing with its lineage row (None when there is no record or nothing is stored)."""
+
+    report: ReplayReport
+    prepared: Prepared | Refused | None = None
+    lineage: dict | None = None
+
+
+def _replay_stored_run(job: ReplayJob, stored: StoredEvents, line: int, save: bool) -> _Replayed:
+    source = stored.run()
+    record, report, provider = replay_one(job, source.record)
+    if record is None or not save:
+        return _Replayed(report)
+    return _Replayed(report, *prepare_replay(source, record, report, provider, line))
+
+
+def _replay_task(job: ReplayJob, sources: list[tuple[int, StoredEvents]], save: bool) -> list[_Replayed]:
+    return [_replay_stored_run(job, stored, pos + 1, save) for pos, stored in sources]
 
 
 @contextmanager
@@ -80,34 +108,64 @@ def _pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
     """A process pool for ``workers > 1`` (``None`` means replay in this process).
 
     fork where available: spawn re-imports the package in every worker, which costs more than the
-    replays of a typical selection. Forking is safe here: the executor forks all workers at its
-    first submit, after the first sources were read and their reader closed and before this
-    process writes, and workers never open the store.
+    replays of a typical selection. The workers are forked here, before this process opens the
+    store (DuckDB's threads must not be forked), and they never open it.
     """
     if workers <= 1:
         yield None
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+        pool.submit(int)  # a fork pool starts all its workers at the first submit: now
         yield pool
 
 
-def _computed(pool: ProcessPoolExecutor | None, job: ReplayJob, sources: list[SourceRun]) -> Iterator[tuple[int, tuple]]:
-    """``(index into sources, replay_one result)`` as replays finish."""
+def _replayed(pool: ProcessPoolExecutor | None, job: ReplayJob, sources: Iterable[tuple[int, StoredEvents]],
+              save: bool) -> Iterator[tuple[int, str, _Replayed]]:
+    """``(position, source run key, replay)`` for each source, in the order of ``sources``."""
     if pool is None:
-        for index, source in enumerate(sources):
-            yield index, replay_one(job, source.record)
+        for pos, stored in sources:
+            yield pos, stored.run_key, _replay_stored_run(job, stored, pos + 1, save)
         return
-    futures = {
-        pool.submit(_replay_chunk, job, [s.record for s in sources[start : start + CHUNK]]): start
-        for start in range(0, len(sources), CHUNK)
-    }
-    pending = set(futures)
+    pending: deque[tuple[list[tuple[int, StoredEvents]], Future]] = deque()
+
+    def finished() -> Iterator[tuple[int, str, _Replayed]]:
+        task, future = pending.popleft()
+        for (pos, stored), replayed in zip(task, future.result(), strict=True):
+            yield pos, stored.run_key, replayed
+
+    for task in _chunks(sources, CHUNK):
+        pending.append((task, pool.submit(_replay_task, job, task, save)))
+        while len(pending) >= pool._max_workers * IN_FLIGHT:
+            yield from finished()
     while pending:
-        done, pending = wait(pending, return_when=FIRST_COMPLETED)
-        for future in done:
-            for offset, result in enumerate(future.result()):
-                yield futures[future] + offset, result
+        yield from finished()
+
+
+def _chunks(items: Iterable, size: int) -> Iterator[list]:
+    chunk: list = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+@contextmanager
+def _session(store: Store, save: bool) -> Iterator[tuple[duckdb.DuckDBPyConnection, ReplayWriter | None]]:
+    """A connection to read sources through and, when ``save``, the one writer of the replays."""
+    if not save:
+        with store.reader() as con:
+            yield con, None
+        return
+    with store.writer() as con, ReplayWriter(con) as writer:
+        reader = con.cursor()  # reads while the writer's batches commit on ``con``
+        try:
+            yield reader, writer
+        finally:
+            reader.close()
 
 
 def replay_stored(
@@ -120,33 +178,23 @@ def replay_stored(
     progress: Callable[[int, int], None] | None = None,
 ) -> list[ReplayResult]:
     """Replay the stored runs ``run_keys`` and store every replay record with its lineage
-    (unless ``save`` is false). Sources are read :data:`READ_CHUNK` at a time, so memory stays
-    bounded; results come back in ``run_keys`` order."""
-    results: list[ReplayResult] = []
-    done = 0
-    with _pool(workers) as pool:
-        for start in range(0, len(run_keys), READ_CHUNK):
-            sources = load_sources(store, run_keys[start : start + READ_CHUNK])
-            chunk: list[ReplayResult | None] = [None] * len(sources)
-            pending: list[tuple[int, tuple]] = []
-            for index, result in _computed(pool, job, sources):
-                pending.append((index, result))
-                if len(pending) >= STORE_BATCH:
-                    _flush(store, sources, pending, chunk, save)
-                done += 1
-                if progress is not None:
-                    progress(done, len(run_keys))
-            _flush(store, sources, pending, chunk, save)
-            results.extend(r for r in chunk if r is not None)
-    return results
+    (unless ``save`` is false), through one writer for the whole selection. Sources are read
+    a chunk at a time, so memory stays bounded; results come back in ``run_keys`` order.
 
-
-def _flush(store: Store, sources: list[SourceRun], pending: list[tuple[int, tuple]],
-           out: list[ReplayResult | None], save: bool) -> None:
-    """Store the finished replays in ``pending`` (one transaction) and record their results."""
-    if save and pending:
-        store_replays(store, [(sources[i], rec, rep, prov) for i, (rec, rep, prov) in pending])
-    for index, (record, report, _) in pending:
-        key = run_key_for("aioc", record["runId"]) if record is not None and save else None
-        out[index] = ReplayResult(sources[index].run_key, key, report)
-    pending.clear()
+    Raises:
+        NotFoundError: a run key is not stored (before anything is replayed).
+    """
+    results: list[ReplayResult | None] = [None] * len(run_keys)
+    with _pool(workers) as pool, _session(store, save) as (con, writer):
+        for done, (pos, key, replayed) in enumerate(_replayed(pool, job, read_runs(con, run_keys, READ_CHUNK), save), 1):
+            stored_as = None
+            if writer is not None and replayed.prepared is not None:
+                writer.add(replayed.prepared, [replayed.lineage])
+                if isinstance(replayed.prepared, Prepared):
+                    stored_as = replayed.prepared.key
+            results[pos] = ReplayResult(key, stored_as, replayed.report)
+            if progress is not None:
+                progress(done, len(run_keys))
+        if writer is not None:
+            writer.close()
+    return results  # type: ignore[return-value] - every position was filled

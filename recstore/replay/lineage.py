@@ -1,8 +1,11 @@
 """Replays in the store: read sources, write replay runs with lineage, walk derived runs.
 
-A replay run is ingested through :meth:`Store.ingest_records` as a new stream; its ``replay_of``
-lineage row (detail: source revision and record hash, source file, mode, input mode, harness
-hash, stats, per-call provenance, the report's verdict) is written in the same transaction. The
+A replay run is stored as a new stream with its ``replay_of`` lineage row (detail: source
+revision and record hash, source file, mode, input mode, harness hash, stats, per-call
+provenance, the report's verdict) in the same transaction. Replays ride the ingest data path:
+:func:`prepare_replay` does the per-record work (``recstore.store.prepare.prepare``) where the
+replay ran, often a worker process, and a :class:`ReplayWriter` places the prepared records
+through one ``BatchWriter`` for a whole command, its batches committed in the background. The
 source run is only read, never written. The ``replays`` and ``replay_calls`` views
 (``schema/020_replay.sql``) expose the detail as columns.
 """
@@ -11,21 +14,34 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import duckdb
+
+from recstore.formats.reader import RawInput
 from recstore.replay.replay import ReplayReport
 from recstore.store import Store
+from recstore.store.ingest import DEFAULT_BATCH_SIZE, BatchWriter, IngestSummary, SourceCounts
+from recstore.store.prepare import Prepared, Refused, prepare
 from recstore.store.store import StoredRun
 
 __all__ = [
+    "REPLAY_SOURCE",
+    "ReplayWriter",
     "SourceRun",
     "lineage_row",
     "lineage_tree",
     "load_source",
     "load_sources",
+    "prepare_replay",
     "render_tree",
     "store_replays",
 ]
 
 RELATION = "replay_of"
+REPLAY_SOURCE = "recstore:replay"  # the source URI of replays stored by the replay commands
+REPLAY_TAGS = {"kind": "replay"}
+# Prepared replays placed per look-up query (their run keys are looked up together).
+PLACE_CHUNK = 200
+STORE_BATCH = DEFAULT_BATCH_SIZE  # replays per write transaction
 
 
 # A stored run a replay starts from, with the identity its lineage row records.
@@ -70,21 +86,79 @@ def lineage_row(source: SourceRun, record: dict, report: ReplayReport, provider:
     }
 
 
+def prepare_replay(
+    source: SourceRun, record: dict, report: ReplayReport, provider: str, line: int | None = None,
+) -> tuple[Prepared | Refused, dict]:
+    """A replay record ready for :meth:`ReplayWriter.add`: prepared as ingest prepares a record
+    (pure work, so it runs where the replay ran) and its ``replay_of`` lineage row. ``line`` is
+    the replay's place in its command's selection (the stream's ``line``)."""
+    prepared = prepare(RawInput(REPLAY_SOURCE, line, None, record))
+    return prepared, lineage_row(source, record, report, provider)
+
+
+class ReplayWriter:
+    """Stores prepared replay records and their lineage rows through one ``BatchWriter`` on the
+    writer connection ``con``, as one input (``source_uri``) with ``tags``: records are placed
+    :data:`PLACE_CHUNK` at a time and batches committed in the background; :meth:`close`
+    commits the rest. Use it as a context manager; after an error nothing pending is committed.
+    """
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        source_uri: str = REPLAY_SOURCE,
+        tags: dict[str, str] | None = None,
+    ) -> None:
+        self._writer = BatchWriter(
+            con, tags=REPLAY_TAGS if tags is None else tags, batch_size=STORE_BATCH
+        )
+        self._counts = SourceCounts(self._writer.open_source(source_uri, "records"))
+        self._pending: list[Prepared | Refused] = []
+        self._lineage: list[dict] = []
+
+    def __enter__(self) -> ReplayWriter:
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self._writer.close()
+
+    def add(self, prepared: Prepared | Refused, lineage: Iterable[dict]) -> None:
+        """Queue one prepared replay record with its lineage rows (each names it as ``child``)."""
+        self._pending.append(prepared)
+        self._lineage.extend(lineage)
+        if len(self._pending) >= PLACE_CHUNK:
+            self._place()
+
+    def _place(self) -> None:
+        if self._pending:
+            self._writer.store_prepared(self._pending, self._counts, self._lineage)
+            self._pending, self._lineage = [], []
+
+    def close(self) -> IngestSummary:
+        """Store everything queued, record the input as read and commit; the summary lists
+        the replay runs stored (``run_keys``) and the rejected records."""
+        self._place()
+        self._writer.finish_source(self._counts)
+        self._writer.flush()
+        return self._writer.summary
+
+
 def store_replays(
     store: Store, replays: Iterable[tuple[SourceRun, dict | None, ReplayReport, str]]
 ) -> list[str]:
-    """Ingest replay records (failed ones too) with their lineage in one transaction; returns
+    """Store replay records (failed ones too) with their lineage in one transaction; returns
     the replay run keys. Replays without a record (they could not start) are skipped."""
-    records, rows = [], []
-    for source, record, report, provider in replays:
-        if record is None:
-            continue
-        records.append(record)
-        rows.append(lineage_row(source, record, report, provider))
-    if not records:
+    prepared = [
+        prepare_replay(source, record, report, provider)
+        for source, record, report, provider in replays
+        if record is not None
+    ]
+    if not prepared:
         return []
-    summary = store.ingest_records(records, source_uri="recstore:replay", tags={"kind": "replay"}, lineage=rows)
-    return summary.run_keys
+    with store.writer() as con, ReplayWriter(con) as writer:
+        for record, link in prepared:
+            writer.add(record, [link])
+        return writer.close().run_keys
 
 
 def lineage_tree(store: Store, ref: str) -> dict:
