@@ -155,7 +155,8 @@ def test_unfinished_run_resumes_and_a_crash_between_commits_is_recovered(store, 
         if calls["n"] == 2:
             # the replays of this group are committed, the case results are not: a crash here
             # must not make the resumed run replay these cases again
-            self._store_replays([p for p in self.pending if p[0].replay_record is not None])
+            with self.store.writer() as con:
+                self._store_replays(con, [c for c in self.pending if c.replay is not None])
             raise KeyboardInterrupt
         original(self)
 

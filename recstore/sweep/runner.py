@@ -9,10 +9,11 @@ have no result yet; ``rerun=True`` supersedes it and starts a fresh run.
 *Exactly one stored replay per case.* The parent process is the single writer; workers are
 processes that only compute (replay, compare, classify, judge). Finished cases are written in
 small groups — at most :data:`FLUSH_CASES` cases or :data:`FLUSH_SECONDS` seconds of work — as
-two commits: the replay records (ingested with a ``sweep_case`` lineage row each), then the case
-results. A crash before the first commit loses only computation. A crash between the two leaves
-replays whose cases have no result; on resume the runner finds them by their lineage rows and
-judges them instead of replaying again.
+two commits through one writer: the replay records (prepared by the worker as ingest prepares a
+record, stored with a ``sweep_case`` lineage row each), then the case results. A crash before the
+first commit loses only computation. A crash between the two leaves replays whose cases have no
+result; on resume the runner finds them by their lineage rows and judges them instead of
+replaying again.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from typing import Any
 
 from recstore.canonical import canonical_json
 from recstore.errors import InputError, NotFoundError, RecstoreError
-from recstore.store import run_key_for
 from recstore.store.tables import insert_rows
 from recstore.sweep.candidate import STOPPED, CaseReplay, prepare_candidate
 from recstore.sweep.classify import case_signals, classify, judge_input
@@ -103,7 +103,10 @@ class CaseResult:
     outcome: str
     signals: list[str]
     drift: dict
-    replay_record: dict | None
+    # the replay record prepared for storing and its replay_of lineage row (None: no record,
+    # or it is already stored)
+    replay: Any  # recstore.store.prepare.Prepared | Refused | None
+    replay_lineage: dict | None
     replay_report: Any  # the replay layer's ReplayReport (None for a recovered case)
     provider: str
     comparison: dict | None
@@ -142,16 +145,8 @@ def run_sweep(
         done = result.case_count - len(cases)
         if progress:
             progress(done, result.case_count)
-        sources: dict[int, Any] = {}  # case index -> SourceRun, for the replay's lineage row
-
-        def remembered(inputs: Iterator[CaseInput]) -> Iterator[CaseInput]:
-            for item in inputs:
-                sources[item.case_index] = item.source
-                yield item
-
-        inputs = remembered(_case_inputs(store, run_id, cases))
-        for case in _execute(spec, candidate, inputs, len(cases)):
-            writer.add(case, sources.pop(case.case_index))
+        for case in _execute(spec, candidate, _case_inputs(store, run_id, cases), len(cases)):
+            writer.add(case)
             result.processed += 1
             result.recovered += case.already_stored
             done += 1
@@ -293,7 +288,8 @@ def _case_inputs(store: Any, run_id: int, cases: list[tuple[int, str, int | None
     """Each pending case with its source run at the frozen revision, plus any stored replay."""
     from recstore.replay.lineage import SourceRun, load_sources
 
-    stored = _stored_replays(store, run_id)
+    with store.reader() as con:
+        stored = _stored_replays(con, run_id)
     for start in range(0, len(cases), READ_CHUNK):
         chunk = cases[start:start + READ_CHUNK]
         sources = load_sources(store, [key for _, key, _, _ in chunk])
@@ -309,17 +305,16 @@ def _case_inputs(store: Any, run_id: int, cases: list[tuple[int, str, int | None
             yield CaseInput(case_index, source, replays.get(replay_key), detail)
 
 
-def _stored_replays(store: Any, run_id: int) -> dict[int, tuple[str, dict]]:
+def _stored_replays(con: Any, run_id: int) -> dict[int, tuple[str, dict]]:
     """Replays of this sweep run already in the store, by case index: their run key and the
     replay layer's ``replay_of`` detail (status, reason, served calls). See the module docstring."""
-    with store.reader() as con:
-        rows = con.execute(
-            "SELECT CAST(s.detail->>'$.case_index' AS INTEGER), s.child_run_key, r.detail "
-            "FROM lineage_log s LEFT JOIN lineage_log r "
-            "ON r.child_run_key = s.child_run_key AND r.relation = 'replay_of' "
-            "WHERE s.relation = 'sweep_case' AND CAST(s.detail->>'$.sweep_run_id' AS BIGINT) = ?",
-            [run_id],
-        ).fetchall()
+    rows = con.execute(
+        "SELECT CAST(s.detail->>'$.case_index' AS INTEGER), s.child_run_key, r.detail "
+        "FROM lineage_log s LEFT JOIN lineage_log r "
+        "ON r.child_run_key = s.child_run_key AND r.relation = 'replay_of' "
+        "WHERE s.relation = 'sweep_case' AND CAST(s.detail->>'$.sweep_run_id' AS BIGINT) = ?",
+        [run_id],
+    ).fetchall()
     return {index: (key, json.loads(detail) if detail else {}) for index, key, detail in rows}
 
 
@@ -365,6 +360,7 @@ def compute_case(spec: SweepSpec, candidate: Any, case: CaseInput) -> CaseResult
     """Replay one case (unless its replay is already stored), compare, judge and classify."""
     from recstore.compare.ignore import parse_ignore, strip_record
     from recstore.records import compare_records
+    from recstore.replay.lineage import prepare_replay
 
     started = time.perf_counter()
     source = case.source.record
@@ -390,6 +386,10 @@ def compute_case(spec: SweepSpec, candidate: Any, case: CaseInput) -> CaseResult
         )
     signals, drift = case_signals(spec, source, replayed.record, comparison, replayed.error, calls)
     verdict, error = None, replayed.error
+    prepared = lineage = None
+    if case.replay is None and replayed.record is not None:  # stored by the parent, prepared here
+        prepared, lineage = prepare_replay(case.source, replayed.record, replayed.report,
+                                           replayed.provider)
     if spec.judge is not None and replayed.record is not None:
         try:
             verdict = run_judge(spec.judge, judge_input(spec, source, replayed.record,
@@ -403,7 +403,8 @@ def compute_case(spec: SweepSpec, candidate: Any, case: CaseInput) -> CaseResult
         outcome=classify(spec, signals, verdict),
         signals=signals,
         drift=drift,
-        replay_record=None if case.replay is not None else replayed.record,
+        replay=prepared,
+        replay_lineage=lineage,
         replay_report=replayed.report,
         provider=replayed.provider,
         comparison=comparison,
@@ -441,14 +442,14 @@ class _CaseWriter:
         self.store = store
         self.spec = spec
         self.run_id = run_id
-        self.pending: list[tuple[CaseResult, Any]] = []
+        self.pending: list[CaseResult] = []
         self.oldest = 0.0
 
-    def add(self, case: CaseResult, source: Any) -> None:
-        """Queue a finished case (with its ``SourceRun``); commit when the group is due."""
+    def add(self, case: CaseResult) -> None:
+        """Queue a finished case; commit when the group is due."""
         if not self.pending:
             self.oldest = time.monotonic()
-        self.pending.append((case, source))
+        self.pending.append(case)
         if len(self.pending) >= FLUSH_CASES or time.monotonic() - self.oldest >= FLUSH_SECONDS:
             self.flush()
 
@@ -456,42 +457,39 @@ class _CaseWriter:
         """Commit the replays, then the case results (see the module docstring for why)."""
         if not self.pending:
             return
-        replay_keys = self._store_replays([p for p in self.pending if p[0].replay_record is not None])
-        if any(case.already_stored for case, _ in self.pending):
-            replay_keys |= {i: key for i, (key, _) in _stored_replays(self.store, self.run_id).items()}
-        rows = [self._row(case, replay_keys.get(case.case_index)) for case, _ in self.pending]
         with self.store.writer() as con:
+            replay_keys = self._store_replays(con, [c for c in self.pending if c.replay is not None])
+            if any(case.already_stored for case in self.pending):
+                replay_keys |= {i: key for i, (key, _) in _stored_replays(con, self.run_id).items()}
+            rows = [self._row(case, replay_keys.get(case.case_index)) for case in self.pending]
             insert_rows(con, "sweep_case_results", rows)  # one statement: one transaction
         self.pending = []
 
-    def _store_replays(self, pending: list[tuple[CaseResult, Any]]) -> dict[int, str]:
-        """Ingest replay records with the replay layer's ``replay_of`` lineage row and a
-        ``sweep_case`` row naming the sweep run and case."""
-        from recstore.replay.lineage import lineage_row
+    def _store_replays(self, con: Any, pending: list[CaseResult]) -> dict[int, str]:
+        """Store the prepared replay records through the writer ``con``, each with the replay
+        layer's ``replay_of`` lineage row and a ``sweep_case`` row naming the sweep run and case."""
+        from recstore.replay.lineage import ReplayWriter
+        from recstore.store.prepare import Prepared
 
         if not pending:
             return {}
-        lineage = []
-        for case, source in pending:
-            lineage.append(lineage_row(source, case.replay_record, case.replay_report, case.provider))
-            lineage.append({
-                "relation": "sweep_case",
-                "parent_run_key": case.source_run_key,
-                "child": case.replay_record["runId"],
-                "detail": {"sweep": self.spec.name, "sweep_run_id": self.run_id,
-                           "case_index": case.case_index},
-            })
-        summary = self.store.ingest_records(
-            [case.replay_record for case, _ in pending],
-            source_uri=f"recstore:sweep/{self.spec.name}/{self.run_id}",
-            tags={"kind": "replay", "sweep": self.spec.name, "sweep_run": str(self.run_id)},
-            lineage=lineage,
-        )
+        source_uri = f"recstore:sweep/{self.spec.name}/{self.run_id}"
+        tags = {"kind": "replay", "sweep": self.spec.name, "sweep_run": str(self.run_id)}
+        with ReplayWriter(con, source_uri, tags) as writer:
+            for case in pending:
+                stored = isinstance(case.replay, Prepared)  # a refused record has no lineage
+                writer.add(case.replay, [case.replay_lineage, {
+                    "relation": "sweep_case",
+                    "parent_run_key": case.source_run_key,
+                    "child": case.replay.run_id,
+                    "detail": {"sweep": self.spec.name, "sweep_run_id": self.run_id,
+                               "case_index": case.case_index},
+                }] if stored else [])
+            summary = writer.close()
         if summary.rejected:
             raise RecstoreError(f"sweep {self.spec.name}: the store rejected "
                                 f"{summary.rejected} replay record(s); see `recstore rejects`")
-        return {case.case_index: run_key_for("aioc", case.replay_record["runId"])
-                for case, _ in pending}
+        return {case.case_index: case.replay.key for case in pending}
 
     def _row(self, case: CaseResult, replay_key: str | None) -> dict:
         return {
