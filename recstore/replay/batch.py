@@ -34,7 +34,7 @@ __all__ = ["ReplayJob", "ReplayResult", "replay_one", "replay_stored"]
 
 READ_CHUNK = 2000  # sources read per query (held in memory at once)
 CHUNK = 25  # sources per task sent to a worker
-IN_FLIGHT = 4  # tasks per worker sent ahead, so workers never wait for this process
+IN_FLIGHT = 8  # tasks per worker sent ahead, so workers keep busy while this process commits
 
 
 @dataclass(frozen=True)
@@ -120,9 +120,10 @@ def _pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
         yield pool
 
 
-def _replayed(pool: ProcessPoolExecutor | None, job: ReplayJob, sources: Iterable[tuple[int, StoredEvents]],
-              save: bool) -> Iterator[tuple[int, str, _Replayed]]:
-    """``(position, source run key, replay)`` for each source, in the order of ``sources``."""
+def _replayed(pool: ProcessPoolExecutor | None, workers: int, job: ReplayJob,
+              sources: Iterable[tuple[int, StoredEvents]], save: bool) -> Iterator[tuple[int, str, _Replayed]]:
+    """``(position, source run key, replay)`` for each source, in the order of ``sources``; at
+    most ``workers * IN_FLIGHT`` tasks are sent ahead, so memory stays flat."""
     if pool is None:
         for pos, stored in sources:
             yield pos, stored.run_key, _replay_stored_run(job, stored, pos + 1, save)
@@ -136,7 +137,7 @@ def _replayed(pool: ProcessPoolExecutor | None, job: ReplayJob, sources: Iterabl
 
     for task in _chunks(sources, CHUNK):
         pending.append((task, pool.submit(_replay_task, job, task, save)))
-        while len(pending) >= pool._max_workers * IN_FLIGHT:
+        while len(pending) >= workers * IN_FLIGHT:
             yield from finished()
     while pending:
         yield from finished()
@@ -186,7 +187,8 @@ def replay_stored(
     """
     results: list[ReplayResult | None] = [None] * len(run_keys)
     with _pool(workers) as pool, _session(store, save) as (con, writer):
-        for done, (pos, key, replayed) in enumerate(_replayed(pool, job, read_runs(con, run_keys, READ_CHUNK), save), 1):
+        replays = _replayed(pool, workers, job, read_runs(con, run_keys, READ_CHUNK), save)
+        for done, (pos, key, replayed) in enumerate(replays, 1):
             stored_as = None
             if writer is not None and replayed.prepared is not None:
                 writer.add(replayed.prepared, [replayed.lineage])

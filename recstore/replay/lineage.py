@@ -19,7 +19,7 @@ import duckdb
 from recstore.formats.reader import RawInput
 from recstore.replay.replay import ReplayReport
 from recstore.store import Store
-from recstore.store.ingest import DEFAULT_BATCH_SIZE, BatchWriter, IngestSummary, SourceCounts
+from recstore.store.ingest import BatchWriter, IngestSummary, SourceCounts
 from recstore.store.prepare import Prepared, Refused, prepare
 from recstore.store.store import StoredRun
 
@@ -41,7 +41,9 @@ REPLAY_SOURCE = "recstore:replay"  # the source URI of replays stored by the rep
 REPLAY_TAGS = {"kind": "replay"}
 # Prepared replays placed per look-up query (their run keys are looked up together).
 PLACE_CHUNK = 200
-STORE_BATCH = DEFAULT_BATCH_SIZE  # replays per write transaction
+# Replays per write transaction: fewer than ingest's 2,000, because the last batch is staged and
+# committed after the last replay, while nothing else runs.
+STORE_BATCH = 500
 
 
 # A stored run a replay starts from, with the identity its lineage row records.

@@ -255,6 +255,9 @@ class BatchWriter:
         workers: int = 0,
     ) -> None:
         self._con = con
+        # Look-ups read committed state through their own cursor, so they need not wait for the
+        # batch being committed on ``con`` (the keys it holds are known to the writer already).
+        self._lookups = con.cursor()
         self._preparer = Preparer(workers)
         # DuckDB would otherwise cache up to 80 % of RAM in written pages, so an ingest's memory
         # grew with its input; this bound keeps it flat.
@@ -347,6 +350,7 @@ class BatchWriter:
         self._preparer.close()
         if self._commit_thread is not None:
             self._commit_thread.join()
+        self._lookups.close()
 
     def _ingest_source(self, source: InputSource, lineage: list[dict]) -> None:
         counts = SourceCounts(self.open_source(source.uri, source.format, source.compression))
@@ -423,7 +427,7 @@ class BatchWriter:
         if not unknown:
             return
         wanted = pa.table({"stream_key": pa.array(unknown, pa.string())})  # noqa: F841
-        rows = self.con.execute(
+        rows = self._lookups.execute(
             """
             SELECT s.stream_key, s.record_hash, s.revision, coalesce(r.tags::VARCHAR, '{}')
             FROM streams s SEMI JOIN wanted w USING (stream_key)

@@ -1,0 +1,124 @@
+"""Records prepared elsewhere (a worker process) and placed by ``BatchWriter.store_prepared`` are
+stored exactly as ``Store.ingest_records`` stores them, lineage rows go with the record they
+name; ``read_runs`` reads current revisions a chunk per query, in log order."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+
+from recstore.errors import NotFoundError
+from recstore.formats.reader import RawInput
+from recstore.store import Store
+from recstore.store.ingest import BatchWriter, SourceCounts
+from recstore.store.prepare import Prepared, Refused, prepare
+from recstore.store.store import read_runs
+from recstore.synth import generate_corpus
+from tests.conftest import AGENTUSE_DATA
+
+CORPUS = list(generate_corpus(12, seed=3))  # synth plants odd numbers, keys and surrogates
+NOT_A_RECORD = {"runId": "broken", "items": "not a list"}
+
+
+def _lineage(records: list[dict]) -> list[dict]:
+    """A row per record (by child) and one without a child (it goes with every record)."""
+    rows = [{"relation": "replay_of", "parent_run_id": f"parent-{i}", "child": r["runId"],
+             "detail": {"i": i}} for i, r in enumerate(records)]
+    rows.insert(3, {"relation": "derived_from", "parent_run_key": "aioc:origin"})
+    return rows
+
+
+def _prepare_all(raws: list[RawInput]) -> list[Prepared | Refused]:
+    return [prepare(raw) for raw in raws]
+
+
+def _log(store: Store) -> dict[str, list]:
+    with store.reader() as con:
+        return {
+            "streams": con.execute(
+                "SELECT stream_key, revision, run_id, format, record_hash, first_seq, last_seq, "
+                "event_count, line FROM streams ORDER BY first_seq").fetchall(),
+            "events": con.execute(
+                "SELECT seq, stream_key, stream_pos, revision, type, idx, turn, payload "
+                "FROM events ORDER BY seq").fetchall(),
+            "lineage": con.execute(
+                "SELECT child_run_key, revision, parent_run_key, parent_run_id, relation, detail "
+                "FROM lineage_log ORDER BY child_run_key, relation, parent_run_id").fetchall(),
+            "rejects": con.execute("SELECT line, reason, raw_text FROM rejects").fetchall(),
+            "runs": con.execute("SELECT * EXCLUDE (source_id, batch_id) FROM runs "
+                                "ORDER BY run_key").fetchall(),
+        }
+
+
+def test_records_prepared_in_a_worker_are_stored_as_ingest_stores_them(tmp_path):
+    records = [*CORPUS[:6], NOT_A_RECORD, *CORPUS[6:]]
+    lineage = _lineage(CORPUS)
+    ingested = Store(tmp_path / "ingested.duckdb")
+    summary = ingested.ingest_records(records, source_uri="records", lineage=lineage)
+    assert (summary.accepted, summary.rejected) == (12, 1)
+
+    raws = [RawInput("records", i, None, record) for i, record in enumerate(records, start=1)]
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        prepared = pool.submit(_prepare_all, raws).result()
+    placed = Store(tmp_path / "placed.duckdb")
+    with placed.writer() as con:
+        writer = BatchWriter(con, batch_size=4)  # several batches, committed in the background
+        counts = SourceCounts(writer.open_source("records", "records"))
+        outcomes = [outcome for start in range(0, len(prepared), 5)
+                    for outcome in writer.store_prepared(prepared[start:start + 5], counts, lineage)]
+        writer.finish_source(counts)
+        writer.flush()
+        writer.close()
+    assert outcomes == ["accepted"] * 6 + ["rejected"] + ["accepted"] * 6
+    assert _log(placed) == _log(ingested)
+    assert placed.verify().ok
+
+
+def test_placing_again_is_a_duplicate_and_a_change_a_revision(tmp_path):
+    store = Store(tmp_path / "again.duckdb")
+    record = CORPUS[0]
+    changed = {**record, "response": "a later answer"}
+    with store.writer() as con:
+        writer = BatchWriter(con)
+        counts = SourceCounts(writer.open_source("records", "records"))
+        first = writer.store_prepared([prepare(RawInput("records", 1, None, record))], counts)
+        again = writer.store_prepared([prepare(RawInput("records", 2, None, record)),
+                                       prepare(RawInput("records", 3, None, changed))], counts)
+        writer.flush()
+    assert (first, again) == (["accepted"], ["duplicate", "revised"])
+    assert store.get_record(record["runId"]) == changed
+    assert store.verify().ok
+
+
+def test_read_runs_reads_current_revisions_in_log_order(tmp_path):
+    store = Store(tmp_path / "read.duckdb")
+    store.ingest_records(CORPUS[:8])
+    store.ingest([str(AGENTUSE_DATA)])
+    revised = {**CORPUS[2], "response": "revised"}
+    store.ingest_records([revised])  # its current revision is now the last in the log
+    with store.reader() as con:
+        agentuse = con.execute("SELECT run_key FROM runs WHERE format = 'agentuse' "
+                               "ORDER BY run_key LIMIT 1").fetchone()[0]
+        log_order = [k for (k,) in con.execute("SELECT run_key FROM runs ORDER BY first_seq").fetchall()]
+    keys = [f"aioc:{r['runId']}" for r in reversed(CORPUS[:8])] + [agentuse]
+    with store.reader() as con:
+        read = list(read_runs(con, keys, chunk=3))
+    assert sorted(pos for pos, _ in read) == list(range(len(keys)))
+    assert [run.run_key for _, run in read] == [k for k in log_order if k in keys]
+    for pos, stored in read:
+        run = stored.run()
+        assert run.run_key == keys[pos]
+        assert json.dumps(run.record) == json.dumps(store.get_record(keys[pos]))
+    by_key = {run.run_key: run for _, run in read}
+    assert by_key[f"aioc:{revised['runId']}"].revision == 2
+    assert by_key[f"aioc:{revised['runId']}"].run().record == revised
+
+
+def test_read_runs_names_a_missing_run_before_reading_any(tmp_path):
+    store = Store(tmp_path / "missing.duckdb")
+    store.ingest_records(CORPUS[:2])
+    with store.reader() as con, pytest.raises(NotFoundError, match="aioc:nope"):
+        next(read_runs(con, [f"aioc:{CORPUS[0]['runId']}", "aioc:nope"]))
