@@ -131,10 +131,15 @@ CREATE TABLE IF NOT EXISTS proj_visits (
 );
 
 -- Policy and guardrail decisions: what the event does not say (the decision's comparison key,
--- whether a handoff applied); the views read every field of the decision from its event.
+-- whether a handoff applied) and the few short fields queries filter on; the views read every
+-- other field of the decision from its event.
 CREATE TABLE IF NOT EXISTS proj_policy_decisions (
     run_key         VARCHAR NOT NULL,
     decision_index  INTEGER NOT NULL,
+    decision        VARCHAR,               -- allow | deny | require_approval | ...
+    resource_kind   VARCHAR,               -- tool | handoff
+    resource_name   VARCHAR,
+    policy_version  VARCHAR,
     applied_basis   VARCHAR,               -- recorded | inferred | unknown (handoffs only)
     event_seq       BIGINT NOT NULL,
     entry_key       BIGINT NOT NULL,       -- key of the whole entry (bulk compare)
@@ -144,6 +149,8 @@ CREATE TABLE IF NOT EXISTS proj_policy_decisions (
 CREATE TABLE IF NOT EXISTS proj_guardrail_decisions (
     run_key         VARCHAR NOT NULL,
     decision_index  INTEGER NOT NULL,
+    guardrail_name  VARCHAR,
+    decision        VARCHAR,               -- pass | triggered
     event_seq       BIGINT NOT NULL,
     entry_key       BIGINT NOT NULL,
     is_object       BOOLEAN NOT NULL

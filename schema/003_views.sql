@@ -92,13 +92,13 @@ CREATE OR REPLACE VIEW visits AS SELECT * FROM proj_visits;
 CREATE OR REPLACE VIEW policy_decisions AS
 SELECT d.run_key, d.decision_index, e.turn,
        e.p ->> '$.callId' AS call_id,
-       e.p ->> '$.decision' AS decision,
+       d.decision,
        e.p ->> '$.reason' AS reason,
        e.p ->> '$.publicReason' AS public_reason,
        e.p ->> '$.resultMode' AS result_mode,
-       e.p ->> '$.policyVersion' AS policy_version,
-       e.p ->> '$.resource.kind' AS resource_kind,
-       e.p ->> '$.resource.name' AS resource_name,
+       d.policy_version,
+       d.resource_kind,
+       d.resource_name,
        rs_time(e.p, '$.expiresAt') AS expires_at,
        rs_str(e.p, '$.expiresAt') AS expires_at_text,
        rs_bool(e.p, '$.handoffApplied') AS handoff_applied,
@@ -114,8 +114,8 @@ JOIN (SELECT seq, turn, rs_json(payload) AS p FROM events WHERE type = 'policy_d
 
 CREATE OR REPLACE VIEW guardrail_decisions AS
 SELECT d.run_key, d.decision_index, e.turn,
-       e.p ->> '$.guardrailName' AS guardrail_name,
-       e.p ->> '$.decision' AS decision,
+       d.guardrail_name,
+       d.decision,
        e.p ->> '$.reason' AS reason,
        rs_time(e.p, '$.timestamp') AS timestamp,
        rs_str(e.p, '$.timestamp') AS timestamp_text,

@@ -25,10 +25,11 @@ from recstore.store.chain import (
     Digest,
     batch_hash,
     line_digest,
-)from recstore.store.ingest import EVENT_COLUMNS, TAGS_EVENT
+)
+from recstore.store.ingest import EVENT_COLUMNS, TAGS_EVENT
 from recstore.store.tables import insert_columns
 
-__all__ = ["is_layout_1", "upgrade_layout_1"]
+__all__ = ["finish_upgrade", "is_layout_1", "upgrade_layout_1", "upgrade_pending"]
 
 # Projection tables of layout 1 (replaced by proj_* tables and views of the same names).
 _OLD_PROJECTIONS = (
@@ -37,6 +38,7 @@ _OLD_PROJECTIONS = (
     "run_input_prefixes",
 )
 _OLD_LOG = ("events", "streams", "sources", "rejects", "batches")
+_PENDING = "2-projections-pending"
 
 
 def _columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
@@ -57,10 +59,13 @@ def is_layout_1(con: duckdb.DuckDBPyConnection) -> bool:
 def upgrade_layout_1(
     con: duckdb.DuckDBPyConnection,
     apply_schema: Callable[[duckdb.DuckDBPyConnection], None],
-    rebuild: Callable[[duckdb.DuckDBPyConnection], int],
+    rebuild: Callable[[], int],
 ) -> None:
-    """Rewrite a layout-1 store in place (one transaction). ``apply_schema`` creates the current
-    tables and views (every schema file, all idempotent); ``rebuild`` projects the log."""
+    """Rewrite a layout-1 store in place. ``apply_schema`` creates the current tables and views
+    (every schema file, all idempotent); ``rebuild`` projects the log (in a transaction of its
+    own: it reads through other cursors, which see committed rows only). The log is rewritten
+    in one transaction that marks the store as waiting for its projections, so a store killed
+    before they are built rebuilds them when next opened (:func:`finish_upgrade`)."""
     con.execute("BEGIN TRANSACTION")
     try:
         _set_aside(con)
@@ -74,12 +79,26 @@ def upgrade_layout_1(
                       "cmp_field_features"):
             if _columns(con, table):
                 con.execute(f"DELETE FROM {table}")
-        rebuild(con)
-        con.execute("INSERT OR REPLACE INTO meta VALUES ('layout', '2')")
+        con.execute(f"INSERT OR REPLACE INTO meta VALUES ('layout', '{_PENDING}')")
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    finish_upgrade(con, rebuild)
+
+
+def upgrade_pending(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the store's log was upgraded but its projections not built yet."""
+    row = con.execute("SELECT value FROM meta WHERE key = 'layout'").fetchone()
+    return row is not None and row[0] == _PENDING
+
+
+def finish_upgrade(con: duckdb.DuckDBPyConnection, rebuild: Callable[[], int]) -> None:
+    """Build the projections of an upgraded log, if that is what the store is waiting for."""
+    if not upgrade_pending(con):
+        return
+    rebuild()
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('layout', '2')")
 
 
 def _set_aside(con: duckdb.DuckDBPyConnection) -> None:

@@ -76,9 +76,13 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "request_count", "first_turn", "last_turn", "item_start", "item_end",
     ),
     "proj_policy_decisions": (
-        "run_key", "decision_index", "applied_basis", "event_seq", "entry_key", "is_object",
+        "run_key", "decision_index", "decision", "resource_kind", "resource_name",
+        "policy_version", "applied_basis", "event_seq", "entry_key", "is_object",
     ),
-    "proj_guardrail_decisions": ("run_key", "decision_index", "event_seq", "entry_key", "is_object"),
+    "proj_guardrail_decisions": (
+        "run_key", "decision_index", "guardrail_name", "decision", "event_seq", "entry_key",
+        "is_object",
+    ),
     "proj_suspended_proposals": (
         "run_key", "proposal_index", "turn", "call_id", "kind", "agent", "tool_name",
         "from_agent", "to_agent", "reason", "public_reason", "policy_version", "expires_at_text",
@@ -430,11 +434,20 @@ def _policy_basis(a: RecordAnalysis) -> dict[int, str]:
 def _entry_rows(
     record: dict, key: str, ctx: RunContext, base: dict[str, int], basis: dict[int, str] | None
 ) -> list[tuple]:
-    """Rows of the policy (``basis`` given) or guardrail decisions: what their events do not
-    say, i.e. the comparison key of each entry and, for policies, the handoff basis."""
+    """Rows of the policy (``basis`` given) or guardrail decisions: the fields queries filter
+    on, and what their events do not say (the comparison key of each entry and, for
+    policies, how a handoff's application is known)."""
     first = base.get(ARRAY_EVENT_TYPES[key], 0)
     rows = []
     for i, element in enumerate(_list(record, key)):
-        head = (ctx.run_key, i) if basis is None else (ctx.run_key, i, basis.get(i))
+        entry = _dict(element)
+        if basis is None:
+            head = (ctx.run_key, i, _text(entry.get("guardrailName")), _text(entry.get("decision")))
+        else:
+            resource = _dict(entry.get("resource"))
+            head = (
+                ctx.run_key, i, _text(entry.get("decision")), _text(resource.get("kind")),
+                _text(resource.get("name")), _text(entry.get("policyVersion")), basis.get(i),
+            )
         rows.append((*head, first + i, key_of(element), isinstance(element, dict)))
     return rows

@@ -27,7 +27,7 @@ from recstore.errors import InputError, NotFoundError
 from recstore.formats.events import Event, events_to_record
 from recstore.formats.jsontext import dumps_json, loads_json
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES, RawInput, iter_sources
-from recstore.store import agentuse_ingest, db, otlp_io
+from recstore.store import agentuse_ingest, db, migrate, otlp_io
 from recstore.store.chain import EMPTY_DIGEST, EVENTS_DIGEST_SQL, STREAM_LINE_SQL, batch_hash
 from recstore.store.ingest import (
     DEFAULT_BATCH_SIZE,
@@ -137,7 +137,10 @@ class Store:
             try:
                 if created:
                     os.chmod(self.path, 0o600)
+                if db.stored_version(con) and migrate.is_layout_1(con):
+                    migrate.upgrade_layout_1(con, db.apply_schema_files, lambda: _rebuild(con))
                 db.ensure_schema(con, self.path)
+                migrate.finish_upgrade(con, lambda: _rebuild(con))
                 yield con
             finally:
                 con.close()
@@ -150,7 +153,7 @@ class Store:
         con = db.connect(self.path, read_only=True, lock_timeout=self.lock_timeout)
         try:
             db.check_version(self.path, db.stored_version(con))
-            if db.pending_schema_files(con):
+            if db.pending_schema_files(con) or migrate.upgrade_pending(con):
                 con.close()
                 with self.writer():
                     pass
@@ -256,16 +259,7 @@ class Store:
     def rebuild(self) -> int:
         """Recompute every projection from the event log alone; returns the number of runs."""
         with self.writer() as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                for table in PROJECTION_TABLES:
-                    con.execute(f"DELETE FROM {table}")
-                runs = _project_log(con, catalog=None)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-        return runs
+            return _rebuild(con)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -436,6 +430,20 @@ def _resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:
         shown = ", ".join(k for (k,) in matches[:5])
         raise InputError(f"{ref!r} matches several runs ({shown}, ...); give more of the id")
     return matches[0][0]
+
+
+def _rebuild(con: duckdb.DuckDBPyConnection) -> int:
+    """Replace every projection row by a projection of the log, in one transaction."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table in PROJECTION_TABLES:
+            con.execute(f"DELETE FROM {table}")
+        runs = _project_log(con, catalog=None)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return runs
 
 
 def _project_log(
