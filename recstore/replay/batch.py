@@ -32,7 +32,7 @@ from recstore.store.store import StoredEvents, read_runs
 
 __all__ = ["ReplayJob", "ReplayResult", "replay_one", "replay_stored"]
 
-READ_CHUNK = 2000  # sources read per query (held in memory at once)
+READ_CHUNK = 500  # sources read per query (the first chunk is read before any worker starts)
 CHUNK = 25  # sources per task sent to a worker
 IN_FLIGHT = 8  # tasks per worker sent ahead, so workers keep busy while this process commits
 
