@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 
 import duckdb
 
@@ -135,23 +136,13 @@ def _replayed(pool: ProcessPoolExecutor | None, workers: int, job: ReplayJob,
         for (pos, stored), replayed in zip(task, future.result(), strict=True):
             yield pos, stored.run_key, replayed
 
-    for task in _chunks(sources, CHUNK):
+    todo = iter(sources)
+    while task := list(islice(todo, CHUNK)):
         pending.append((task, pool.submit(_replay_task, job, task, save)))
         while len(pending) >= workers * IN_FLIGHT:
             yield from finished()
     while pending:
         yield from finished()
-
-
-def _chunks(items: Iterable, size: int) -> Iterator[list]:
-    chunk: list = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
 
 
 @contextmanager
