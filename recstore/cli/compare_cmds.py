@@ -23,6 +23,7 @@ from recstore.compare import (
     compare_pair,
     compare_stored,
 )
+from recstore.compare.details import DETAIL_LIMIT
 from recstore.compare.report import render_html, render_text
 from recstore.errors import InputError
 from recstore.formats.aioc import load_record_file
@@ -72,6 +73,14 @@ def _write_pairs(comparison, fmt: str, output: str) -> None:
 )
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="File for --format.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write an HTML report.")
+@click.option(
+    "--html-details",
+    type=click.IntRange(min=0),
+    default=DETAIL_LIMIT,
+    show_default=True,
+    metavar="N",
+    help="Changed pairs whose drill-down the HTML report embeds (every pair is in its table).",
+)
 @click.option("--no-record", is_flag=True, help="Do not store the comparison in the store.")
 @compare_options
 @click.pass_context
@@ -89,6 +98,7 @@ def compare_cmd(
     fmt: str | None,
     output: str | None,
     html_path: str | None,
+    html_details: int,
     no_record: bool,
     as_json: bool,
     include: tuple[str, ...],
@@ -122,8 +132,9 @@ def compare_cmd(
             raise InputError("bulk compare needs both --baseline and --candidate, and no A B")
         if (fmt is None) != (output is None):
             raise InputError("--format and --output go together")
+        store = existing_store(ctx)
         comparison = bulk_compare(
-            existing_store(ctx),
+            store,
             baseline,
             candidate,
             pair_by=pair_by,
@@ -138,7 +149,7 @@ def compare_cmd(
         if fmt:
             _write_pairs(comparison, fmt, output)
         if html_path:
-            Path(html_path).write_text(render_html(comparison), encoding="utf-8")
+            Path(html_path).write_text(render_html(comparison, store, detail_limit=html_details), encoding="utf-8")
         if as_json:
             click.echo(json.dumps(comparison.to_dict(), ensure_ascii=False, default=str))
         else:
