@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -152,3 +153,29 @@ def test_json_and_csv_round_trip_any_values(rows):
     write_result(stream(), "csv", stdout=out)
     back = list(csv.reader(io.StringIO(out.getvalue())))[1:]
     assert back == [[r[0], str(r[1]), r[2] or ""] for r in rows]
+
+
+def test_results_as_arrow_pandas_and_polars(fixture_store):
+    expected = _expected(fixture_store)
+    with run_query(fixture_store, QUERY) as result:
+        table = result.arrow()
+    assert table.column_names == ["run_key", "status", "duration_ms", "started", "metadata"]
+    assert table.column("run_key").to_pylist() == [row[0] for row in expected]
+    with run_query(fixture_store, QUERY) as result:
+        frame = result.df()
+    assert list(frame["run_key"]) == [row[0] for row in expected]
+    with run_query(fixture_store, QUERY) as result:
+        polars_frame = result.pl()
+    assert polars_frame["status"].to_list() == [row[1] for row in expected]
+    with run_query(fixture_store, "SELECT run_key FROM runs WHERE false") as result:
+        assert result.arrow().num_rows == 0
+
+
+@pytest.mark.parametrize(("method", "extra"), [("df", "pandas"), ("pl", "polars")])
+def test_a_missing_dataframe_library_names_the_extra(monkeypatch, method, extra):
+    batch = pa.record_batch({"n": [1, 2]})
+    result = ResultStream(["n"], ["INTEGER"], iter([batch]), batch.schema)
+    monkeypatch.setitem(sys.modules, extra, None)  # as if it were not installed
+    with pytest.raises(ImportError) as caught:
+        getattr(result, method)()
+    assert f"pip install 'recstore[{extra}]'" in str(caught.value)

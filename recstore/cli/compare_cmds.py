@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
+from recstore.cli.progress import CliProgress, quiet_option
 from recstore.cli.record_cmds import compare_options, echo_comparison
 from recstore.compare import (
     DUPLICATE_RULES,
@@ -82,6 +83,7 @@ def _write_pairs(comparison, fmt: str, output: str) -> None:
     help="Changed pairs whose drill-down the HTML report embeds (every pair is in its table).",
 )
 @click.option("--no-record", is_flag=True, help="Do not store the comparison in the store.")
+@quiet_option
 @compare_options
 @click.pass_context
 def compare_cmd(
@@ -100,6 +102,7 @@ def compare_cmd(
     html_path: str | None,
     html_details: int,
     no_record: bool,
+    quiet: bool,
     as_json: bool,
     include: tuple[str, ...],
     exclude: tuple[str, ...],
@@ -133,19 +136,21 @@ def compare_cmd(
         if (fmt is None) != (output is None):
             raise InputError("--format and --output go together")
         store = existing_store(ctx)
-        comparison = bulk_compare(
-            store,
-            baseline,
-            candidate,
-            pair_by=pair_by,
-            ignore=ignore,
-            preset=preset,
-            include_sections=include_sections,
-            exclude_sections=exclude,
-            duplicates=duplicates,
-            rule=ClassificationRule.parse(fail_on, warn_on),
-            record=not no_record,
-        )
+        with CliProgress("compare: reduce runs", quiet=quiet) as progress:
+            comparison = bulk_compare(
+                store,
+                baseline,
+                candidate,
+                pair_by=pair_by,
+                ignore=ignore,
+                preset=preset,
+                include_sections=include_sections,
+                exclude_sections=exclude,
+                duplicates=duplicates,
+                rule=ClassificationRule.parse(fail_on, warn_on),
+                record=not no_record,
+                progress=progress,
+            )
         if fmt:
             _write_pairs(comparison, fmt, output)
         if html_path:

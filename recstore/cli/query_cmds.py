@@ -11,6 +11,7 @@ import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
+from recstore.cli.progress import CliProgress, quiet_option
 from recstore.errors import InputError
 from recstore.query import (
     FORMATS,
@@ -138,8 +139,9 @@ def schema_cmd(ctx: click.Context, as_json: bool) -> None:
 @cli.command("export")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@quiet_option
 @click.pass_context
-def export_cmd(ctx: click.Context, directory: str, as_json: bool) -> None:
+def export_cmd(ctx: click.Context, directory: str, as_json: bool, quiet: bool) -> None:
     """Write every view as zstd Parquet under DIRECTORY, hive-partitioned by run start day.
 
     \b
@@ -148,7 +150,8 @@ def export_cmd(ctx: click.Context, directory: str, as_json: bool) -> None:
     """
     from recstore.query.export import export_views
 
-    summary = export_views(existing_store(ctx), directory)
+    with CliProgress("export views", quiet=quiet) as progress:
+        summary = export_views(existing_store(ctx), directory, progress)
     if as_json:
         click.echo(json.dumps({"directory": str(summary.directory), "rows": summary.rows,
                                "partitioned": summary.partitioned}, indent=2))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 
 from recstore.cli import cli
+from recstore.cli.progress import CliProgress, quiet_option
 from recstore.errors import InputError
 from recstore.records import analyze
 from recstore.records.render import dumps_json, render_analysis
@@ -62,6 +63,7 @@ def _parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
 )
 @_JSON
 @_LOCK_TIMEOUT
+@quiet_option
 @click.pass_context
 def ingest(
     ctx: click.Context,
@@ -71,6 +73,7 @@ def ingest(
     batch_size: int,
     as_json: bool,
     lock_timeout: float,
+    quiet: bool,
 ) -> None:
     """Append run records to the store: .json, .jsonl/.ndjson (optionally .gz), directories
     (recursive), globs, or - for NDJSON on stdin. Identical records append nothing; a changed
@@ -81,12 +84,14 @@ def ingest(
     Example: recstore ingest runs/ 'more/*.ndjson.gz' --tag env=prod
     Example: recstore ingest ~/.local/share/agentuse --format agentuse
     """
-    summary = _store(ctx, lock_timeout).ingest(
-        list(paths),
-        tags=_parse_tags(tags),
-        format=None if fmt == "auto" else fmt,
-        batch_size=batch_size,
-    )
+    with CliProgress("ingest records", quiet=quiet) as progress:
+        summary = _store(ctx, lock_timeout).ingest(
+            list(paths),
+            tags=_parse_tags(tags),
+            format=None if fmt == "auto" else fmt,
+            batch_size=batch_size,
+            progress=progress,
+        )
     if as_json:
         payload = summary.to_dict()
         payload.pop("run_keys")
@@ -161,14 +166,16 @@ def runs(ctx: click.Context, limit: int, as_json: bool) -> None:
 
 @cli.command("verify")
 @_JSON
+@quiet_option
 @click.pass_context
-def verify(ctx: click.Context, as_json: bool) -> None:
+def verify(ctx: click.Context, as_json: bool, quiet: bool) -> None:
     """Check every event hash chain, that no batch is partial, and that rebuilding the
     projections from the log reproduces them. Exit status 1 on any problem.
 
     Example: recstore verify
     """
-    report = _store(ctx).verify()
+    with CliProgress("verify runs", quiet=quiet) as progress:
+        report = _store(ctx).verify(progress)
     if as_json:
         click.echo(dumps_json(report.to_dict()))
     else:
@@ -184,11 +191,14 @@ def verify(ctx: click.Context, as_json: bool) -> None:
 
 @cli.command("rebuild")
 @_LOCK_TIMEOUT
+@_JSON
+@quiet_option
 @click.pass_context
-def rebuild(ctx: click.Context, lock_timeout: float) -> None:
+def rebuild(ctx: click.Context, lock_timeout: float, as_json: bool, quiet: bool) -> None:
     """Recompute every projection table from the event log alone.
 
-    Example: recstore rebuild
+    Example: recstore rebuild --json
     """
-    count = _store(ctx, lock_timeout).rebuild()
-    click.echo(f"rebuilt projections of {count} runs")
+    with CliProgress("rebuild runs", quiet=quiet) as progress:
+        count = _store(ctx, lock_timeout).rebuild(progress)
+    click.echo(dumps_json({"runs": count}) if as_json else f"rebuilt projections of {count} runs")

@@ -33,6 +33,7 @@ from recstore.compare.ignore import IgnoreSpec, parse_ignore, strip_record
 from recstore.compare.pairing import PairBy, pair_explicit, pair_runs
 from recstore.errors import InputError, NotFoundError
 from recstore.formats.events import events_to_record
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.query import select_run_keys
 from recstore.records import compare_records, resolve_sections
 from recstore.store import Store
@@ -202,9 +203,11 @@ def stored_records(con: Any, revisions: list[tuple[str, str]]) -> Iterator[tuple
         con.unregister("_cmp_load")
 
 
-def _ensure_features(con: Any, run_keys: Iterable[str], with_fields: bool) -> None:
+def _ensure_features(con: Any, run_keys: Iterable[str], with_fields: bool,
+                     progress: Progress = NO_PROGRESS) -> None:
     """Reduce every current revision of ``run_keys`` that has no feature rows yet, and add field
-    rows to the reduced ones that lack them when ``with_fields`` (an ignore of fields)."""
+    rows to the reduced ones that lack them when ``with_fields`` (an ignore of fields);
+    ``progress`` follows the records reduced (the comparison itself is one SQL pass)."""
     con.register("_cmp_keys", pa.table({"run_key": list(dict.fromkeys(run_keys))}))
     try:
         revisions = con.execute(
@@ -220,6 +223,7 @@ def _ensure_features(con: Any, run_keys: Iterable[str], with_fields: bool) -> No
             for key, digest, record in list(stored_records(con, chunk))
         ]
         store_features(con, features)
+        progress.update(start + len(chunk), len(missing))
     if with_fields:
         _ensure_fields(con, revisions)
 
@@ -330,6 +334,7 @@ def bulk_compare(
     rule: ClassificationRule = DEFAULT_RULE,
     record: bool = True,
     seed: int = 0,
+    progress: Progress = NO_PROGRESS,
 ) -> Comparison:
     """Compare a baseline run set with a candidate run set, pair by pair, in SQL.
 
@@ -358,7 +363,7 @@ def bulk_compare(
         else:
             pair_runs(con, selections[0], selections[1], PairBy.parse(pair_by), duplicates)
         keys = con.execute("SELECT a_key FROM _cmp_pairing UNION SELECT b_key FROM _cmp_pairing")
-        _ensure_features(con, [k for (k,) in keys.fetchall()], spec.needs_fields())
+        _ensure_features(con, [k for (k,) in keys.fetchall()], spec.needs_fields(), progress)
         _feature_pairs(con)
         compare_pairs(con, sections, spec)
         classify(con, rule)

@@ -47,6 +47,32 @@ class ResultStream:
             columns = [col.to_pylist() for col in batch.columns]
             yield from zip(*columns, strict=True)
 
+    def arrow(self) -> pa.Table:
+        """Every remaining row as one Arrow table (like DuckDB's ``relation.arrow()``)."""
+        schema = self.schema or pa.schema([(c, pa.string()) for c in self.columns])
+        return pa.Table.from_batches(list(self.batches), schema=schema)
+
+    def df(self) -> Any:
+        """Every remaining row as a pandas DataFrame (needs ``recstore[pandas]``)."""
+        _require("pandas")
+        return self.arrow().to_pandas()
+
+    def pl(self) -> Any:
+        """Every remaining row as a polars DataFrame (needs ``recstore[polars]``)."""
+        polars = _require("polars")
+        return polars.from_arrow(self.arrow())
+
+
+def _require(module: str) -> Any:
+    """Import an optional dataframe library, or say which extra installs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"{module} is not installed; install it with: "
+                          f"pip install 'recstore[{module}]'") from None
+
 
 def write_result(result: ResultStream, fmt: str = "table", output: str | Path | None = None,
                  stdout: IO[str] | None = None) -> int:

@@ -37,6 +37,7 @@ from typing import Any
 from recstore.canonical import canonical_json
 from recstore.errors import InputError
 from recstore.formats.agentuse import AgentuseRun, ToolCall
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.records import extract_tool_calls
 from recstore.replay.replay import ReplayInputMissingError, replay_run
 from recstore.runtime import AgentRunError
@@ -887,6 +888,7 @@ def replay_stored_agentuse(
     reference_paths: Sequence[str] = (),
     strip_keys: Iterable[str] = STRIP_INTENT,
     save: bool = True,
+    progress: Progress = NO_PROGRESS,
 ) -> list[Any]:
     """``recstore replay --match agentuse``: replay stored runs (any format) with agentuse's
     strict rules against ``job``'s candidate and store each replay with its lineage.
@@ -922,4 +924,5 @@ def replay_stored_agentuse(
         if save and outcome.record is not None:
             (key,) = store_replays(store, [(source, outcome.record, outcome.report, provider)])
         results.append(ReplayResult(source.run_key, key, outcome.report))
+        progress.update(len(results), len(run_keys))
     return results
