@@ -3,6 +3,7 @@ the case count, the trend chart and the drifting tool, with no console errors.""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,23 @@ def test_report_renders_in_headless_chromium(report_html, tmp_path):
     assert '<span id="case-count">40 cases</span>' in page
     assert "<svg" in page and "get_finance_report" in page
     assert "newly failing" in page
+
+
+def test_trend_has_dates_and_a_fail_rate_line(report_html):
+    page = report_html.read_text(encoding="utf-8")
+    assert len(re.findall(r'font-size="10" text-anchor="middle" fill="#5b6472">\d\d-\d\d \d\d:\d\d<', page)) == 2
+    (points,) = re.findall(r'<polyline points="([^"]+)"', page)
+    assert len(points.split()) == 2  # one point per run
+    assert re.search(r"fail rate 2\.5%", page)  # 1 of 40 failed in the second run
+
+
+def test_run_keys_link_to_their_case_and_a_stopped_replay_is_summarised(report_html):
+    page = report_html.read_text(encoding="utf-8")
+    newly = re.search(r"newly failing <a href=\"#case-(\d+)\"><code>(aioc:[^<]+)</code></a>", page)
+    assert newly, "a newly failing run key links to its case"
+    case = re.search(rf'<details id="case-{newly.group(1)}"[^>]*>(.*?)</details>', page, re.S)
+    assert case and newly.group(2) in case.group(1)
+    body = case.group(1)
+    assert "<b>Stopped:</b>" in body
+    assert 'class="difference-summary"' in body and "missing_right" in body
+    assert "<th>source</th><th>replay</th>" not in body  # no rows of JSON for a stopped replay
