@@ -29,12 +29,15 @@ def recstore(db: Path, *args: str, env: dict | None = None) -> subprocess.Comple
                           env={**os.environ, **(env or {})})
 
 
-def on_a_terminal(db: Path, *args: str) -> str:
-    """Run recstore with stderr on a pseudo-terminal; return what the terminal received."""
+def on_a_terminal(db: Path, *args: str, stdout: bool = False, env: dict | None = None) -> str:
+    """Run recstore with stderr (and ``stdout``) on a 100-column pseudo-terminal; return what
+    the terminal received."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "recstore", "--db", str(db), *args],
-                            stdout=subprocess.DEVNULL, stderr=follower,
-                            env={**os.environ, "COLUMNS": "100", "TERM": "xterm"})
+                            stdin=follower if stdout else subprocess.DEVNULL,
+                            stdout=follower if stdout else subprocess.DEVNULL, stderr=follower,
+                            env={**os.environ, "COLUMNS": "100", "LINES": "30", "TERM": "xterm",
+                                 **(env or {})})
     os.close(follower)
     received = b""
     while True:
@@ -75,6 +78,27 @@ def test_a_terminal_gets_a_progress_bar_with_totals(tmp_path):
     assert "verify runs" in screen and "━" in screen  # rich's bar
     assert "/600" in screen
     assert on_a_terminal(db, "verify", "--quiet") == ""
+
+
+def test_runs_fit_a_100_column_terminal_and_show_pages_a_long_run(tmp_path):
+    db = tmp_path / "s.duckdb"
+    assert recstore(db, "ingest", CORPUS, "--quiet").returncode == 0
+    screen = on_a_terminal(db, "runs", "--limit", "8", stdout=True).replace("\r\n", "\n")
+    lines = screen.splitlines()
+    assert lines[-1] == "(8 rows)"
+    assert max(len(line) for line in lines) <= 100
+    keys = [r["run_key"] for r in json.loads(recstore(db, "runs", "--limit", "8", "--json").stdout)]
+    assert all(any(line.startswith(key) for line in lines) for key in keys)  # whole, copyable
+    long_run = max(json.loads(recstore(db, "query", "SELECT run_key, item_count FROM runs "
+                                       "ORDER BY item_count DESC LIMIT 1", "--json").stdout),
+                   key=lambda r: r["item_count"])["run_key"]
+    paged = tmp_path / "paged.txt"
+    pager = f"{sys.executable} -c 'import sys; open(sys.argv[1], \"w\").write(sys.stdin.read())' {paged}"
+    on_a_terminal(db, "show", long_run, stdout=True, env={"PAGER": pager})
+    text = paged.read_text(encoding="utf-8")
+    head = [line.split()[0] for line in text.splitlines() if line[:1].strip()][:7]
+    assert head == ["run", "question", "response", "error", "duration", "tags", "started"]
+    assert "tool calls (" in text
 
 
 def test_rebuild_and_cron_print_json(tmp_path):

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
-from recstore.cli.progress import CliProgress, quiet_option
 from recstore.cli.record_cmds import compare_options, echo_comparison
+from recstore.cli.terminal import CliProgress, quiet_option
 from recstore.compare import (
     DUPLICATE_RULES,
     PRESETS,

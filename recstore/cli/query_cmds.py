@@ -11,7 +11,7 @@ import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
-from recstore.cli.progress import CliProgress, quiet_option
+from recstore.cli.terminal import CliProgress, columns_option, quiet_option, vertical_option
 from recstore.errors import InputError
 from recstore.query import (
     FORMATS,
@@ -60,10 +60,12 @@ def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> Comp
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to FILE.")
+@columns_option
+@vertical_option
 @click.pass_context
 def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: bool,
               dialect: str | None, engine: str, parquet: str | None, fmt: str, as_json: bool,
-              output: str | None) -> None:
+              output: str | None, columns: list[str] | None, vertical: bool) -> None:
     """Run read-only SQL or a filter-DSL query (or @saved-name) over the store's views.
 
     \b
@@ -87,11 +89,13 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
                              source="--engine")
         from recstore.query.spark import run_on_spark
 
-        write_result(run_on_spark(_compile(text, values, default_catalog()), parquet), fmt,
-                     output)
+        result = run_on_spark(_compile(text, values, default_catalog()), parquet)
+        write_result(result.select(columns) if columns else result, fmt, output,
+                     vertical=vertical or None)
         return
     with _store_result(ctx, text, values) as result:
-        write_result(result, fmt, output)
+        write_result(result.select(columns) if columns else result, fmt, output,
+                     vertical=vertical or None)
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
-from recstore.cli.progress import CliProgress, quiet_option
+from recstore.cli.terminal import CliProgress, quiet_option
 from recstore.errors import InputError
 
 _EXAMPLE = """

@@ -230,6 +230,14 @@ class Store:
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
+    def run_row(self, run_ref: str) -> dict:
+        """The ``runs`` row of a stored run (its current revision): status, agent, duration,
+        tags and the other columns ``recstore schema`` lists for ``runs``."""
+        with self.reader() as con:
+            cur = con.execute("SELECT * FROM runs WHERE run_key = ?", [_resolve(con, run_ref)])
+            names = [d[0] for d in cur.description]
+            return dict(zip(names, cur.fetchone(), strict=True))
+
     def rejects(self) -> list[dict]:
         """Every stored reject, oldest first."""
         with self.reader() as con:

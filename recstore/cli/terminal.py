@@ -1,7 +1,8 @@
-"""The CLI's one progress display, handed to the library as its :class:`~recstore.progress.
-Progress`: a rich progress bar with totals and ETA on a terminal, a plain line every
-``RECSTORE_PROGRESS_SECONDS`` (default 10) when stderr is not one, nothing with ``--quiet``.
-rich is imported only when a bar is drawn."""
+"""What the CLI shows people: the one progress display, handed to the library as its
+:class:`~recstore.progress.Progress` (a rich progress bar with totals and ETA on a terminal, a
+plain line every ``RECSTORE_PROGRESS_SECONDS`` (default 10) when stderr is not one, nothing with
+``--quiet``), the table options, and a pager for long text. rich is imported only when a bar is
+drawn."""
 
 from __future__ import annotations
 
@@ -12,9 +13,16 @@ from typing import IO, Any
 
 import click
 
-__all__ = ["CliProgress", "quiet_option"]
+__all__ = ["CliProgress", "columns_option", "quiet_option", "vertical_option"]
 
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="Show no progress display.")
+columns_option = click.option(
+    "--columns", metavar="A,B,...", callback=lambda _ctx, _param, v: [
+        c.strip() for c in v.split(",") if c.strip()] if v else None,
+    help="Show only these columns, in this order.")
+vertical_option = click.option(
+    "--vertical", is_flag=True,
+    help="One 'column  value' block per row (a single row that does not fit prints so anyway).")
 
 
 def _duration(seconds: float) -> str:
