@@ -21,7 +21,9 @@ class _Root(click.Group):
         except RecstoreError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(f"recstore: error: {exc}", err=True)
+            from recstore.records.render import printable
+
+            click.echo(f"recstore: error: {printable(str(exc), keep=chr(10))}", err=True)
             ctx.exit(exc.exit_code)
 
 

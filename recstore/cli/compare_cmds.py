@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
 from recstore.cli.record_cmds import compare_options, echo_comparison
-from recstore.cli.terminal import CliProgress, quiet_option
+from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.compare import (
     DUPLICATE_RULES,
     PRESETS,
@@ -158,7 +158,7 @@ def compare_cmd(
         if as_json:
             click.echo(json.dumps(comparison.to_dict(), ensure_ascii=False, default=str))
         else:
-            click.echo(render_text(comparison))
+            say(render_text(comparison))
         ctx.exit(1 if comparison.failed else 0)
     if len(runs) != 2:
         raise InputError("give two files or runs (A B), or --baseline and --candidate")

@@ -11,7 +11,7 @@ import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
-from recstore.cli.terminal import CliProgress, columns_option, quiet_option, vertical_option
+from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
 from recstore.errors import InputError
 from recstore.query import (
     FORMATS,
@@ -81,7 +81,7 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
     values = _params(params)
     if explain or dialect:
         compiled = _compile(text, values, None)
-        click.echo(compiled.to(dialect or "duckdb", pretty=True))
+        say(compiled.to(dialect or "duckdb", pretty=True))
         return
     if engine == "spark":
         if not parquet:
@@ -118,10 +118,10 @@ def queries_cmd(as_json: bool) -> None:
         return
     width = max((len(q.name) for q in saved), default=0) + 1
     for q in saved:
-        click.echo(f"@{q.name:<{width}} {q.language}  {q.description}")
+        say(f"@{q.name:<{width}} {q.language}  {q.description}")
         for p in q.params:
             default = f" = {p.default}" if p.default is not None else ""
-            click.echo(f"  {'':<{width}}   --param {p.name}=<{p.type}>{default}  {p.description}")
+            say(f"  {'':<{width}}   --param {p.name}=<{p.type}>{default}  {p.description}")
 
 
 @cli.command("schema")
@@ -137,7 +137,7 @@ def schema_cmd(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(schema_json(catalog), indent=2))
     else:
-        click.echo(schema_text(catalog), nl=False)
+        say(schema_text(catalog), nl=False)
 
 
 @cli.command("export")
@@ -162,5 +162,5 @@ def export_cmd(ctx: click.Context, directory: str, as_json: bool, quiet: bool) -
         return
     for name, rows in summary.rows.items():
         layout = "by day" if name in summary.partitioned else "single file"
-        click.echo(f"{name:<22} {rows:>10} rows  {layout}")
-    click.echo(f"exported {len(summary.rows)} views to {summary.directory}")
+        say(f"{name:<22} {rows:>10} rows  {layout}")
+    say(f"exported {len(summary.rows)} views to {summary.directory}")

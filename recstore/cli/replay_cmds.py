@@ -9,7 +9,7 @@ import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
-from recstore.cli.terminal import CliProgress, quiet_option
+from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.errors import InputError
 
 _EXAMPLE = """
@@ -135,17 +135,17 @@ def _print(results, as_json: bool, single: bool) -> None:
         return
     if single:
         for r in results:
-            click.echo(r.report.render())
+            say(r.report.render())
             if r.replay_run_key:
-                click.echo(f"  stored as {r.replay_run_key}")
+                say(f"  stored as {r.replay_run_key}")
         return
     counts: dict[str, int] = {}
     for r in results:
         counts[r.report.status] = counts.get(r.report.status, 0) + 1
         if r.report.status != "completed":
-            click.echo(f"{r.source_run_key}: {r.report.status} ({r.report.reason})")
+            say(f"{r.source_run_key}: {r.report.status} ({r.report.reason})")
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    click.echo(f"{len(results)} replays: {summary or 'none selected'}")
+    say(f"{len(results)} replays: {summary or 'none selected'}")
 
 
 @cli.command("lineage")

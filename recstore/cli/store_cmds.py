@@ -12,7 +12,7 @@ import sys
 import click
 
 from recstore.cli import cli
-from recstore.cli.terminal import CliProgress, columns_option, quiet_option, vertical_option
+from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
 from recstore.errors import InputError
 from recstore.records import analyze
 from recstore.records.render import dumps_json, render_analysis
@@ -104,10 +104,10 @@ def ingest(
     else:
         for reject in summary.rejects[:_SHOWN_REJECTS]:
             where = f" at {reject['path']}" if reject["path"] else ""
-            click.echo(f"rejected {reject['where']}{where}: {reject['reason']}", err=True)
+            say(f"rejected {reject['where']}{where}: {reject['reason']}", err=True)
         if summary.rejected > _SHOWN_REJECTS:
-            click.echo(f"... {summary.rejected - _SHOWN_REJECTS} more (recstore rejects)", err=True)
-        click.echo(summary.line())
+            say(f"... {summary.rejected - _SHOWN_REJECTS} more (recstore rejects)", err=True)
+        say(summary.line())
     ctx.exit(summary.exit_code)
 
 
@@ -128,9 +128,9 @@ def rejects(ctx: click.Context, as_json: bool) -> None:
     for row in rows:
         where = f"{row['source_uri']}:{row['line']}" if row["line"] else row["source_uri"]
         path = f" at {row['path']}" if row["path"] else ""
-        click.echo(f"{where}{path}: {row['reason']}")
+        say(f"{where}{path}: {row['reason']}")
     if not rows:
-        click.echo("no rejects")
+        say("no rejects")
 
 
 @cli.command("show")
@@ -159,7 +159,7 @@ def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
     if not no_pager and sys.stdout.isatty() and text.count("\n") >= terminal.lines - 1:
         click.echo_via_pager(text)
     else:
-        click.echo(text)
+        say(text)
 
 
 def _show_lead(record: dict, row: dict) -> str:
@@ -249,9 +249,9 @@ def verify(ctx: click.Context, as_json: bool, quiet: bool) -> None:
         click.echo(dumps_json(report.to_dict()))
     else:
         for problem in report.problems:
-            click.echo(f"problem: {problem}", err=True)
+            say(f"problem: {problem}", err=True)
         state = "ok" if report.ok else f"FAILED ({len(report.problems)} problems)"
-        click.echo(
+        say(
             f"verify {state}: {report.streams} streams, {report.events} events, "
             f"{report.runs} runs rebuilt"
         )

@@ -9,7 +9,7 @@ import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
-from recstore.cli.terminal import CliProgress, quiet_option
+from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.errors import InputError
 
 
@@ -54,8 +54,8 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
-        click.echo(result.summary_line())
-        click.echo(f"report: recstore sweep report {result.sweep_run_id} --output DIR")
+        say(result.summary_line())
+        say(f"report: recstore sweep report {result.sweep_run_id} --output DIR")
     ctx.exit(1 if result.failed else 0)
 
 
@@ -89,7 +89,7 @@ def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: in
     scheduler = store_scheduler(store, sweeps, on_event=echo)
     with scheduler_lock(store.path):
         if not as_json:
-            click.echo(f"scheduling {len(sweeps)} sweep(s) on {store.path} "
+            say(f"scheduling {len(sweeps)} sweep(s) on {store.path} "
                        f"(PID lock {store.path}.sweep.lock)")
         scheduler.run(max_fires=max_runs)
 
@@ -119,7 +119,7 @@ def sweep_cron(ctx: click.Context, spec_path: str, log_path: str | None, as_json
                                "timezone": spec.schedule.timezone, "crontab": entry + "\n"},
                               indent=2))
     else:
-        click.echo(entry)
+        say(entry)
 
 
 @sweep.command("status")
@@ -140,9 +140,9 @@ def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool) -> Non
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
     elif not rows:
-        click.echo("no sweep has run on this store yet")
+        say("no sweep has run on this store yet")
     else:
-        click.echo(status_text(rows))
+        say(status_text(rows))
 
 
 @sweep.command("report")
@@ -169,4 +169,4 @@ def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bo
         return
     json_path, html_path = write_report(store, run_id, out_dir)
     click.echo(f"wrote {json_path}")
-    click.echo(f"wrote {html_path}")
+    say(f"wrote {html_path}")

@@ -13,7 +13,7 @@ from typing import IO, Any
 
 import click
 
-__all__ = ["CliProgress", "columns_option", "quiet_option", "vertical_option"]
+__all__ = ["CliProgress", "columns_option", "quiet_option", "say", "vertical_option"]
 
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="Show no progress display.")
 columns_option = click.option(
@@ -23,6 +23,13 @@ columns_option = click.option(
 vertical_option = click.option(
     "--vertical", is_flag=True,
     help="One 'column  value' block per row (a single row that does not fit prints so anyway).")
+
+
+def say(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """Print text for people: control characters from stored strings arrive escaped."""
+    from recstore.records.render import printable
+
+    click.echo(printable(text, keep="\n"), err=err, nl=nl)
 
 
 def _duration(seconds: float) -> str:
