@@ -7,7 +7,7 @@ even if it reached the markup. Jinja2 is imported on first use: the CLI starts w
 
 Example:
     >>> print(json_block({"a": "</script><b>"}))
-    {"a": "\\u003c/script\\u003e\\u003cb\\u003e"}
+    {"a":"\\u003c/script\\u003e\\u003cb\\u003e"}
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from html import unescape
 import subprocess
 import sys
+from html import unescape
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -194,3 +194,22 @@ def test_a_pair_opens_with_responses_and_aligned_tool_calls(report, tmp_path):
     assert [side for side, _ in sides] == ["baseline", "candidate"]
     assert "<del>" in sides[0][1] or "<ins>" in sides[1][1]  # the word diff
     assert "Policy and guardrail decision changes" in body
+
+
+@needs_chromium
+def test_slices_count_per_metadata_value_and_filter_the_table(report, tmp_path):
+    html, _ = report
+    text = html.read_text(encoding="utf-8")
+    slices = re.findall(r"<tr><td>metadata\.suite</td><td>([^<]+)</td><td class=\"n\">(\d+)</td>",
+                        text)
+    assert len(slices) >= 2 and sum(int(n) for _, n in slices) == CASES
+    dims = re.findall(r'<optgroup label="([^"]+)">', text)
+    suite = dims.index("metadata.suite")
+    values = re.findall(rf'<option value="{suite}:(\d+)">metadata\.suite = ([^<]+)</option>', text)
+    index, name = values[0]
+    expected = dict(slices)[name]
+    page = dom(tmp_path / "profile", html, f"slice={suite}:{index}&sort=key")
+    assert f"of {expected} pairs (filtered from {CASES})" in page
+    keys = re.findall(r'<tr class="row[^"]*" data-pair="\d+"><td class="n">\d+</td><td>([^<]+)</td>',
+                      page)
+    assert keys == sorted(keys)  # sorted by case id

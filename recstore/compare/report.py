@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from recstore.canonical import canonical_json
-from recstore.compare.details import DETAIL_LIMIT, ORDER_LABELS, browse_pairs
+from recstore.compare.details import DETAIL_LIMIT, ORDER_LABELS, PairBrowser, browse_pairs
 
 if TYPE_CHECKING:
     from recstore.compare.bulk import Comparison
@@ -133,16 +133,21 @@ def _drift_chart(tools: list[dict]) -> dict:
     return chart
 
 
-def render_html(comparison: Comparison, store: Store, *, detail_limit: int = DETAIL_LIMIT) -> str:
+def render_html(comparison: Comparison, store: Store | None = None, *,
+                detail_limit: int = DETAIL_LIMIT, browser: PairBrowser | None = None) -> str:
     """A self-contained HTML report of ``comparison``; ``store`` is read for the pairs' slices,
-    tool names and the drill-downs of the first ``detail_limit`` changed pairs."""
+    tool names and the drill-downs of the first ``detail_limit`` changed pairs (or pass the
+    ``browser`` that :func:`~recstore.compare.details.browse_pairs` returned)."""
     from recstore.templating import render_page
 
     agg = comparison.aggregate
     pairs = agg["pairs"]
     low, high = agg["changeRate"]["ci95"]
     cls = agg["classification"]
-    browser = browse_pairs(store, comparison, detail_limit=detail_limit)
+    if browser is None:
+        if store is None:
+            raise TypeError("render_html needs the store (or a PairBrowser)")
+        browser = browse_pairs(store, comparison, detail_limit=detail_limit)
     drifted = [t for t in agg["tools"] if t["added"] + t["removed"] + t["changed_args"]]
     return render_page(
         "compare.html.j2",

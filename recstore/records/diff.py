@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,34 +157,35 @@ def value_diff(a: Any, b: Any, path: str = "$", limit: int = 50) -> list[tuple[s
     return out
 
 
-def _walk(a: Any, b: Any, path: str, out: list, limit: int) -> None:
-    if len(out) >= limit:
-        return
-    if isinstance(a, dict) and isinstance(b, dict):
+def _children(a: Any, b: Any, path: str) -> Iterator[tuple[str, bool, bool, Any, Any]]:
+    """``(path, in a, in b, a's value, b's value)`` per key of two objects or index of two
+    arrays."""
+    if isinstance(a, dict):
         for key in list(a) + [k for k in b if k not in a]:
             sub = f"{path}.{key}" if re.fullmatch(r"[A-Za-z_]\w*", key) else \
                 f"{path}[{canonical_json(key)}]"
-            if key not in b:
-                out.append((sub, "removed", canonical_json(a[key]), None))
-            elif key not in a:
-                out.append((sub, "added", None, canonical_json(b[key])))
-            else:
-                _walk(a[key], b[key], sub, out, limit)
-            if len(out) >= limit:
-                return
-        return
-    if isinstance(a, list) and isinstance(b, list):
+            yield sub, key in a, key in b, a.get(key), b.get(key)
+    else:
         for i in range(max(len(a), len(b))):
-            sub = f"{path}[{i}]"
-            if i >= len(b):
-                out.append((sub, "removed", canonical_json(a[i]), None))
-            elif i >= len(a):
-                out.append((sub, "added", None, canonical_json(b[i])))
-            else:
-                _walk(a[i], b[i], sub, out, limit)
-            if len(out) >= limit:
-                return
+            yield f"{path}[{i}]", i < len(a), i < len(b), a[i] if i < len(a) else None, \
+                b[i] if i < len(b) else None
+
+
+def _walk(a: Any, b: Any, path: str, out: list, limit: int) -> None:
+    if len(out) >= limit:
         return
-    left, right = canonical_json(a), canonical_json(b)
-    if left != right:
-        out.append((path, "changed", left, right))
+    if not (isinstance(a, dict) and isinstance(b, dict) or isinstance(a, list)
+            and isinstance(b, list)):
+        left, right = canonical_json(a), canonical_json(b)
+        if left != right:
+            out.append((path, "changed", left, right))
+        return
+    for sub, in_a, in_b, va, vb in _children(a, b, path):
+        if not in_b:
+            out.append((sub, "removed", canonical_json(va), None))
+        elif not in_a:
+            out.append((sub, "added", None, canonical_json(vb)))
+        else:
+            _walk(va, vb, sub, out, limit)
+        if len(out) >= limit:
+            return
