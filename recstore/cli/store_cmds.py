@@ -54,10 +54,11 @@ def _parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["auto", "aioc", "agentuse"]),
+    type=click.Choice(["auto", "aioc", "agentuse", "otlp"]),
     default="auto",
     show_default=True,
-    help="Input format; auto treats directories holding agentuse sessions as agentuse trees.",
+    help="Input format; auto treats directories holding agentuse sessions as agentuse trees "
+    "and files starting with resourceSpans as OTLP/JSON traces.",
 )
 @click.option(
     "--batch-size",
@@ -84,10 +85,12 @@ def ingest(
     (recursive), globs, or - for NDJSON on stdin. Identical records append nothing; a changed
     record with a known runId becomes a new revision. agentuse session trees (a data root, project
     directory or session directory) are scanned; a re-scan appends only new or changed files.
+    OTLP/JSON trace files become one run per trace with GenAI spans (run key otlp:<traceId>).
     Exit status 1 if anything was rejected.
 
     Example: recstore ingest runs/ 'more/*.ndjson.gz' --tag env=prod
     Example: recstore ingest ~/.local/share/agentuse --format agentuse
+    Example: recstore ingest traces.jsonl --format otlp
     """
     with CliProgress("ingest records", quiet=quiet) as progress:
         summary = _store(ctx, lock_timeout).ingest(
@@ -141,10 +144,11 @@ def rejects(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
          as_json: bool) -> None:
-    """Show one stored run (run key, runId, or a unique prefix): its question, response, error,
-    duration and tags first, then the `inspect` summary (visits, requests, tool calls,
-    decisions); a long run opens in $PAGER on a terminal. With --json, the stored record
-    exactly as ingested (original key order).
+    """Show one stored run (run key, runId, or a unique prefix): question, response, error,
+    duration and tags, then the `inspect` summary; with --json the stored record exactly as
+    ingested (original key order).
+
+    A long run opens in $PAGER on a terminal (--no-pager prints it straight).
 
     Example: recstore show 81e3aee0 --json
     """
@@ -208,9 +212,10 @@ _RUN_DEFAULT = ["run_key", "status", "agent", "model", "started", "tool_calls"]
 @click.pass_context
 def runs(ctx: click.Context, limit: int, columns: list[str] | None, vertical: bool,
          as_json: bool) -> None:
-    """List the most recently stored runs (run keys stay whole; other columns wrap to the
-    terminal). Columns: run_key, status, agent, model, started, tool_calls (the default), rev,
-    items, requests.
+    """List the most recently stored runs.
+
+    Run keys stay whole; other columns wrap to the terminal. Columns: run_key, status, agent,
+    model, started, tool_calls (the default), rev, items, requests.
 
     Example: recstore runs --limit 5 --columns run_key,status,agent
     """
