@@ -332,7 +332,6 @@ def bulk_compare(
     duplicates: str = "latest",
     rule: ClassificationRule = DEFAULT_RULE,
     record: bool = True,
-    seed: int = 0,
 ) -> Comparison:
     """Compare a baseline run set with a candidate run set, pair by pair, in SQL.
 
@@ -384,7 +383,7 @@ def bulk_compare(
             snapshot_seq=snapshot,
             pairs=con.sql(f"SELECT {', '.join(PAIR_COLUMNS)} FROM _cmp_pair_rows").to_arrow_table(),
             unpaired=_unpaired(con),
-            aggregate=aggregate(con, seed=seed),
+            aggregate=aggregate(con),
             drilldown=_drilldown(con, DRILLDOWN_LIMIT),
         )
         if record:

@@ -31,6 +31,14 @@ def _unpaired_counts(comparison: Comparison) -> dict[str, int]:
     return counts
 
 
+def _interval(ci: list[float] | None) -> str:
+    """The change rate's 95% interval as text (there is none for 0 pairs)."""
+    if ci is None:
+        return "no interval for 0 pairs"
+    low, high = ci
+    return f"95% CI {100 * low:.1f}–{100 * high:.1f}%"
+
+
 def _divergence_kind(baseline_tool: str | None, candidate_tool: str | None) -> str:
     """What differs at a first point of divergence."""
     if baseline_tool is None:
@@ -44,7 +52,6 @@ def _headline(comparison: Comparison) -> list[str]:
     agg = comparison.aggregate
     pairs = agg["pairs"]
     counts = _unpaired_counts(comparison)
-    low, high = agg["changeRate"]["ci95"]
     flips = ", ".join(f"{f['baseline']}→{f['candidate']} {f['pairs']}" for f in agg["statusFlips"])
     cls = agg["classification"]
     rule = comparison.rule
@@ -53,7 +60,7 @@ def _headline(comparison: Comparison) -> list[str]:
         f"unpaired: baseline {counts['baseline']}, candidate {counts['candidate']}; "
         f"duplicate runs {counts['duplicates']}",
         f"changed: {agg['flags']['equal']['changed']} of {pairs} "
-        f"({_pct(agg['flags']['equal']['changed'], pairs)}; 95% CI {100 * low:.1f}–{100 * high:.1f}%)",
+        f"({_pct(agg['flags']['equal']['changed'], pairs)}; {_interval(agg['changeRate']['ci95'])})",
         f"status flips: {flips or 'none'} (McNemar exact p = {agg['mcnemar']['pValue']:.4g})",
         f"classification: pass {cls['pass']}, warn {cls['warn']}, fail {cls['fail']} "
         f"(fail on {', '.join(rule.fail_on) or '-'}; warn on {', '.join(rule.warn_on) or '-'})",
@@ -213,7 +220,6 @@ def render_html(comparison: Comparison) -> str:
     """A self-contained HTML report of ``comparison``."""
     agg = comparison.aggregate
     pairs = agg["pairs"]
-    low, high = agg["changeRate"]["ci95"]
     cls = agg["classification"]
     kpis = "".join(
         f'<div class="kpi"><b id="{key}">{escape(str(value))}</b>{escape(label)}</div>'
@@ -222,7 +228,7 @@ def render_html(comparison: Comparison) -> str:
             (
                 "changed",
                 f"{_pct(agg['flags']['equal']['changed'], pairs)}",
-                f"changed (95% CI {100 * low:.1f}–{100 * high:.1f}%)",
+                f"changed ({_interval(agg['changeRate']['ci95'])})",
             ),
             ("fail-count", cls["fail"], "fail"),
             ("warn-count", cls["warn"], "warn"),
