@@ -5,7 +5,6 @@ Reuses ``record_cmds``' ``compare_options`` and ``echo_comparison`` for the one-
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -26,6 +25,7 @@ from recstore.compare import (
 from recstore.compare.report import render_html, render_text
 from recstore.errors import InputError
 from recstore.formats.aioc import load_record_file
+from recstore.jsonout import dumps
 
 
 def _write_pairs(comparison, fmt: str, output: str) -> None:
@@ -140,7 +140,7 @@ def compare_cmd(
         if html_path:
             Path(html_path).write_text(render_html(comparison), encoding="utf-8")
         if as_json:
-            click.echo(json.dumps(comparison.to_dict(), ensure_ascii=False, default=str))
+            click.echo(dumps(comparison.to_dict()))
         else:
             click.echo(render_text(comparison))
         ctx.exit(1 if comparison.failed else 0)

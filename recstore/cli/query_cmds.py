@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import click
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 from recstore.query import (
     FORMATS,
     CompiledQuery,
@@ -106,10 +106,10 @@ def queries_cmd(as_json: bool) -> None:
     """List the saved queries (run one with `recstore query @NAME`)."""
     saved = list_saved()
     if as_json:
-        click.echo(json.dumps([
+        click.echo(dumps([
             {"name": q.name, "language": q.language, "description": q.description,
              "params": [p.__dict__ for p in q.params], "path": str(q.path)} for q in saved
-        ], indent=2))
+        ]))
         return
     width = max((len(q.name) for q in saved), default=0) + 1
     for q in saved:
@@ -130,7 +130,7 @@ def schema_cmd(ctx: click.Context, as_json: bool) -> None:
     else:
         catalog = default_catalog()
     if as_json:
-        click.echo(json.dumps(schema_json(catalog), indent=2))
+        click.echo(dumps(schema_json(catalog)))
     else:
         click.echo(schema_text(catalog), nl=False)
 
@@ -150,8 +150,8 @@ def export_cmd(ctx: click.Context, directory: str, as_json: bool) -> None:
 
     summary = export_views(existing_store(ctx), directory)
     if as_json:
-        click.echo(json.dumps({"directory": str(summary.directory), "rows": summary.rows,
-                               "partitioned": summary.partitioned}, indent=2))
+        click.echo(dumps({"directory": str(summary.directory), "rows": summary.rows,
+                          "partitioned": summary.partitioned}))
         return
     for name, rows in summary.rows.items():
         layout = "by day" if name in summary.partitioned else "single file"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import click
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 
 _EXAMPLE = """
 Examples:
@@ -142,7 +142,7 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
 def _print(results, as_json: bool, single: bool) -> None:
     if as_json:
         payload = [dict(r.report.to_json(), sourceRunKey=r.source_run_key, replayRunKey=r.replay_run_key) for r in results]
-        click.echo(json.dumps(payload[0] if single and payload else payload, ensure_ascii=False, indent=2))
+        click.echo(dumps(payload[0] if single and payload else payload))
         return
     if single:
         for r in results:
@@ -168,4 +168,4 @@ def lineage_cmd(ctx, run, as_json):
     from recstore.replay.lineage import lineage_tree, render_tree
 
     tree = lineage_tree(existing_store(ctx), run)
-    click.echo(json.dumps(tree, ensure_ascii=False, indent=2) if as_json else render_tree(tree))
+    click.echo(dumps(tree) if as_json else render_tree(tree))

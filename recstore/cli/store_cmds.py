@@ -8,8 +8,9 @@ import click
 
 from recstore.cli import cli
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 from recstore.records import analyze
-from recstore.records.render import dumps_json, render_analysis
+from recstore.records.render import render_analysis
 from recstore.store import Store
 from recstore.store.ingest import DEFAULT_BATCH_SIZE
 
@@ -90,7 +91,7 @@ def ingest(
     if as_json:
         payload = summary.to_dict()
         payload.pop("run_keys")
-        click.echo(dumps_json(payload))
+        click.echo(dumps(payload))
     else:
         for reject in summary.rejects[:_SHOWN_REJECTS]:
             where = f" at {reject['path']}" if reject["path"] else ""
@@ -111,9 +112,7 @@ def rejects(ctx: click.Context, as_json: bool) -> None:
     """
     rows = _store(ctx).rejects()
     if as_json:
-        for row in rows:
-            row["rejected_at"] = row["rejected_at"].isoformat()
-        click.echo(dumps_json(rows))
+        click.echo(dumps(rows))
         return
     for row in rows:
         where = f"{row['source_uri']}:{row['line']}" if row["line"] else row["source_uri"]
@@ -135,7 +134,7 @@ def show(ctx: click.Context, run: str, revision: int | None, as_json: bool) -> N
     Example: recstore show 81e3aee0 --json
     """
     record = _store(ctx).get_record(run, revision=revision)
-    click.echo(dumps_json(record) if as_json else render_analysis(analyze(record)))
+    click.echo(dumps(record) if as_json else render_analysis(analyze(record)))
 
 
 @cli.command("runs")
@@ -149,7 +148,7 @@ def runs(ctx: click.Context, limit: int, as_json: bool) -> None:
     """
     rows = _store(ctx).runs(limit)
     if as_json:
-        click.echo(dumps_json(rows))
+        click.echo(dumps(rows))
         return
     for r in rows:
         click.echo(
@@ -170,7 +169,7 @@ def verify(ctx: click.Context, as_json: bool) -> None:
     """
     report = _store(ctx).verify()
     if as_json:
-        click.echo(dumps_json(report.to_dict()))
+        click.echo(dumps(report.to_dict()))
     else:
         for problem in report.problems:
             click.echo(f"problem: {problem}", err=True)

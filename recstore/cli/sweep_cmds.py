@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import click
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 
 
 class _Progress:
@@ -77,7 +77,7 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
     finally:
         progress.close()
     if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
+        click.echo(dumps(result.to_json()))
     else:
         click.echo(result.summary_line())
         click.echo(f"report: recstore sweep report {result.sweep_run_id} --output DIR")
@@ -149,7 +149,7 @@ def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool) -> Non
 
     rows = sweep_status(existing_store(ctx), name)
     if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
+        click.echo(dumps(rows))
     elif not rows:
         click.echo("no sweep has run on this store yet")
     else:
@@ -176,7 +176,7 @@ def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bo
     store = existing_store(ctx)
     run_id = resolve_run_id(store, run_ref)
     if as_json:
-        click.echo(json.dumps(sweep_report(store, run_id), indent=2, default=str, ensure_ascii=False))
+        click.echo(dumps(sweep_report(store, run_id)))
         return
     json_path, html_path = write_report(store, run_id, out_dir)
     click.echo(f"wrote {json_path}")

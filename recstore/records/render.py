@@ -1,5 +1,5 @@
 """Readable text for an analysis (``recstore inspect``/``show``) and a comparison
-(``recstore compare``), plus JSON text that survives lone surrogates.
+(``recstore compare``); lone surrogates are shown as ``\\udXXX`` escapes.
 
 Example:
     >>> rec = {"runId": "r1", "status": "completed", "agentName": "A", "response": "hi",
@@ -11,31 +11,19 @@ Example:
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
+from recstore.jsonout import dumps, escape_surrogates
 from recstore.records.structure import RecordAnalysis, ToolCallJoin
 
-__all__ = ["dumps_json", "render_analysis", "render_comparison"]
+__all__ = ["render_analysis", "render_comparison"]
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _PREVIEW = 72
 
 
-def _escape_surrogates(text: str) -> str:
-    # json.loads keeps a lone surrogate as one code point; it cannot be written as UTF-8.
-    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
-def dumps_json(value: Any, indent: int | None = 2) -> str:
-    """JSON text for output: key order kept, non-ASCII raw, lone surrogates escaped (as JS does)."""
-    return _escape_surrogates(json.dumps(value, ensure_ascii=False, indent=indent))
-
-
 def _preview(value: Any) -> str:
-    text = value if isinstance(value, str) else dumps_json(value, indent=None)
-    text = _escape_surrogates(text).replace("\n", "\\n")
+    text = value if isinstance(value, str) else dumps(value, indent=None)
+    text = escape_surrogates(text).replace("\n", "\\n")
     return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
 
 
@@ -151,7 +139,7 @@ def render_analysis(analysis: RecordAnalysis) -> str:
     lines.extend(decisions)
     lines.append(f"findings ({len(a.findings)})")
     lines.extend(f"  {f.code} at {f.path}: {f.message}" for f in a.findings)
-    return _escape_surrogates("\n".join(lines))
+    return escape_surrogates("\n".join(lines))
 
 
 def render_comparison(result: dict, left_name: str = "A", right_name: str = "B") -> str:
@@ -174,4 +162,4 @@ def render_comparison(result: dict, left_name: str = "A", right_name: str = "B")
         lines.append(f"  {d['path']}  {d['kind']}")
         lines.append(f"    - {left}")
         lines.append(f"    + {right}")
-    return _escape_surrogates("\n".join(lines))
+    return escape_surrogates("\n".join(lines))

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import datetime
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from recstore.errors import NotFoundError
+from recstore.jsonout import dumps, utc_timestamp, write_json
 
 #: Differences shown per case in the report (the JSON keeps the count of the rest).
 MAX_DIFFERENCES = 20
@@ -52,7 +54,7 @@ def _trend(con: Any, run: dict) -> dict:
 
 
 def _run_json(run: dict) -> dict:
-    out = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in run.items()}
+    out = {k: (utc_timestamp(v) if isinstance(v, datetime) else v) for k, v in run.items()}
     out["gate"] = "fail" if run["fail_count"] else ("warn" if run["warn_count"] else "pass")
     return out
 
@@ -168,9 +170,7 @@ def write_report(store: Any, run_id: int, out_dir: str | Path) -> tuple[Path, Pa
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / f"sweep-{run_id}.json"
     html_path = out / f"sweep-{run_id}.html"
-    # Records may hold lone surrogates (valid JSON escapes, not UTF-8): write them as escapes.
-    json_path.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n",
-                         encoding="utf-8", errors="backslashreplace")
+    write_json(json_path, report)
     html_path.write_text(render_html(report), encoding="utf-8", errors="backslashreplace")
     return json_path, html_path
 
@@ -205,7 +205,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _pre(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
+    text = value if isinstance(value, str) else dumps(value, indent=1)
     return f"<pre>{escape(text)}</pre>"
 
 
