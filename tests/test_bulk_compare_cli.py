@@ -109,7 +109,8 @@ def test_two_stored_runs_and_two_files(db):
     [
         (["--baseline", "tag.set = 'baseline'"], "--baseline and --candidate"),
         ([*BULK, "--pair-by", "colour"], "--pair-by 'colour'"),
-        ([*BULK, "--ignore", "policy.resource.kind"], "--ignore 'policy.resource.kind'"),
+        ([*BULK, "--ignore", "policy.resource.kind"], "ignore path 'policy.resource.kind'"),
+        ([*BULK, "--ignore", "policy.timestmap"], "did you mean 'timestamp'?); valid paths: response"),
         ([*BULK, "--fail-on", "vibes"], "unknown classification signal 'vibes'"),
         ([*BULK, "--format", "csv"], "--format and --output go together"),
         (["only-one"], "give two files or runs"),

@@ -92,15 +92,16 @@ class _Progress:
               help="--match agentuse: the replay's project root for relative read paths (default: the source's).")
 @click.option("--reference", "references", multiple=True, type=click.Path(dir_okay=False),
               help="--match agentuse: a read-only file served from its current content (repeatable).")
+@click.option("--allow-empty", is_flag=True, help="--select: accept a selection of no runs (else exit 3).")
 @click.option("--json", "as_json", is_flag=True, help="Print reports as JSON.")
 @click.pass_context
 def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_kind, script, base_url,
                model, api_key_env, timeout, max_retries, select_dsl, workers, no_store, matching, command,
-               command_timeout, project_root, references, as_json):
+               command_timeout, project_root, references, allow_empty, as_json):
     """Replay stored runs against a candidate with recorded tool outputs.
 
     Exit status 0 when every replay completed (finished like its source and equal to it on
-    response and tool calls), 1 otherwise.
+    response and tool calls), 1 otherwise, 3 when --select matches no runs.
     """
     from recstore.replay.batch import ReplayJob, replay_stored
 
@@ -118,9 +119,9 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
     job = ReplayJob(str(Path(harness_path).resolve()) if harness_path else None, mode, input_mode, provider)
     store = existing_store(ctx)
     if select_dsl is not None:
-        from recstore.query import select_run_keys
+        from recstore.query import select_gate_runs
 
-        keys = select_run_keys(store, select_dsl)
+        keys = select_gate_runs(store, select_dsl, what="--select", allow_empty=allow_empty)
     else:
         keys = [store.resolve_run(run)]
     if command is not None:

@@ -54,11 +54,14 @@ def sweep() -> None:
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
 @click.option("--rerun", is_flag=True, help="Start a fresh run even if an unfinished one exists.")
 @click.option("--workers", type=click.IntRange(1, 64), help="Override the spec's worker count.")
+@click.option("--allow-empty", is_flag=True,
+              help="Run even when the selection matches no runs (else exit 3, no run opened).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 @click.pass_context
 def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | None,
-              as_json: bool) -> None:
-    """Run the sweep in SPEC, or continue its unfinished run; exit 1 when any case fails.
+              allow_empty: bool, as_json: bool) -> None:
+    """Run the sweep in SPEC, or continue its unfinished run; exit 1 when any case fails, 3 when
+    the selection matches no runs.
 
     \b
     Example:
@@ -73,7 +76,7 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
     progress = _Progress(f"sweep {spec.name}")
     try:
         result = run_sweep(existing_store(ctx), spec, rerun=rerun, progress=progress,
-                           spec_path=Path(spec_path).resolve())
+                           spec_path=Path(spec_path).resolve(), allow_empty=allow_empty)
     finally:
         progress.close()
     if as_json:

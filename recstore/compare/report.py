@@ -21,16 +21,6 @@ def _pct(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:.1f}%" if whole else "-"
 
 
-def _unpaired_counts(comparison: Comparison) -> dict[str, int]:
-    counts = {"baseline": 0, "candidate": 0, "duplicates": 0}
-    for row in comparison.unpaired:
-        if row["reason"] in ("no_key", "no_match"):
-            counts[row["side"]] += 1
-        else:
-            counts["duplicates"] += 1
-    return counts
-
-
 def _interval(ci: list[float] | None) -> str:
     """The change rate's 95% interval as text (there is none for 0 pairs)."""
     if ci is None:
@@ -51,7 +41,7 @@ def _divergence_kind(baseline_tool: str | None, candidate_tool: str | None) -> s
 def _headline(comparison: Comparison) -> list[str]:
     agg = comparison.aggregate
     pairs = agg["pairs"]
-    counts = _unpaired_counts(comparison)
+    counts = comparison.unpaired_counts()
     flips = ", ".join(f"{f['baseline']}→{f['candidate']} {f['pairs']}" for f in agg["statusFlips"])
     cls = agg["classification"]
     rule = comparison.rule

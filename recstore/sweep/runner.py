@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from recstore.canonical import canonical_json
-from recstore.errors import InputError, NotFoundError, RecstoreError
+from recstore.errors import EmptySelectionError, InputError, NotFoundError, RecstoreError
 from recstore.store import run_key_for
 from recstore.store.tables import insert_rows
 from recstore.sweep.candidate import STOPPED, CaseReplay, prepare_candidate
@@ -126,16 +126,22 @@ def run_sweep(
     trigger: str = "manual",
     scheduled_for: datetime | None = None,
     spec_path: str | Path | None = None,
+    allow_empty: bool = False,
 ) -> SweepRun:
     """Run (or resume) a sweep of ``spec`` against ``store`` and return what happened.
 
+    A new run whose selection matches no runs is not opened: it would check nothing and pass.
+
     Raises:
         StoreLockedError: another process is running this sweep on this store.
+        EmptySelectionError: the selection is empty, unless ``allow_empty`` or
+            ``select.allow_empty``.
     """
     started = time.perf_counter()
     candidate = prepare_candidate(spec)  # a bad harness fails here, before a run is opened
     with sweep_run_lock(store.path, spec.name):
-        run_id, resumed = _open_run(store, spec, rerun, trigger, scheduled_for, spec_path)
+        run_id, resumed = _open_run(store, spec, rerun, trigger, scheduled_for, spec_path,
+                                    allow_empty or spec.select.allow_empty)
         cases = _pending_cases(store, run_id)
         result = SweepRun(run_id, spec.name, resumed, _case_count(store, run_id))
         writer = _CaseWriter(store, spec, run_id)
@@ -167,7 +173,8 @@ def run_sweep(
 # --- opening a run -----------------------------------------------------------------------------
 
 def _open_run(store: Any, spec: SweepSpec, rerun: bool, trigger: str,
-              scheduled_for: datetime | None, spec_path: str | Path | None) -> tuple[int, bool]:
+              scheduled_for: datetime | None, spec_path: str | Path | None,
+              allow_empty: bool) -> tuple[int, bool]:
     """The run to work on: the unfinished run of this spec, or a new one with a frozen selection."""
     with store.reader() as con:
         row = con.execute(
@@ -179,6 +186,13 @@ def _open_run(store: Any, spec: SweepSpec, rerun: bool, trigger: str,
     if row and not rerun and row[1] == spec.spec_hash:
         return row[0], True
     selection, matched = select_cases(store, spec)
+    if not selection and not allow_empty:
+        replays = "" if spec.select.include_replays else " (replays are left out unless " \
+            "select.include_replays)"
+        raise EmptySelectionError(
+            f"sweep {spec.name}: select.query {spec.select.query!r} selects no runs{replays}: "
+            "nothing would be checked (select.allow_empty = true or --allow-empty accepts an "
+            "empty sweep)", what="select.query")
     snapshot = store.last_seq()
     with store.writer() as con, _transaction(con):
         # one transaction: a run never exists without its full selection

@@ -65,6 +65,7 @@ class SelectSpec(_Strict):
     seed: int = 0
     limit: Annotated[int, Field(gt=0)] | None = None
     include_replays: bool = False  # by default runs that are replays of other runs are skipped
+    allow_empty: bool = False  # a selection of no runs is an error (exit 3) unless this is set
 
 
 class CandidateSpec(_Strict):
@@ -230,6 +231,7 @@ class SweepSpec(_Strict):
         """``sha256:`` of what decides the results (not workers, schedule or description): an
         unfinished run resumes only under the same hash; a changed spec starts a new run."""
         decisive = {k: v for k, v in self.canonical().items() if k not in _NOT_DECISIVE}
+        decisive["select"].pop("allow_empty")  # says whether to run, not what a run finds
         return "sha256:" + sha256_canonical(decisive)
 
 
