@@ -89,6 +89,20 @@ def test_one_thousand_generated_records_reproduce():
     assert len(scenarios) >= 10  # the generator's scenarios are all exercised
 
 
+def test_reused_call_ids_get_their_own_decisions():
+    """Providers reuse call ids; the decisions of calls sharing a turn and id are told apart by
+    position, so a strict self-replay reproduces them instead of stopping REPLAY_INPUT_MISSING."""
+    sources = [r for r in generate_corpus(200, seed=13) if r["metadata"]["scenario"] == "reused_call_ids"]
+    assert len(sources) == 8
+    for source in sources:
+        decisions = [(d["turn"], d["callId"], d["decision"]) for d in source["policyDecisions"]]
+        first_turn = [d for d in decisions if d[0] == 1]
+        assert len({d[1] for d in decisions}) == 1 and len({d[2] for d in first_turn}) == 2
+        replay = reproduce(source)
+        assert [(d["turn"], d["callId"], d["decision"], d["reason"]) for d in replay["policyDecisions"]] == [
+            (d["turn"], d["callId"], d["decision"], d["reason"]) for d in source["policyDecisions"]]
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(min_value=0, max_value=2**31 - 1), size=st.integers(min_value=1, max_value=30))
 def test_property_generated_records_reproduce(seed, size):

@@ -162,11 +162,17 @@ def _print(results, as_json: bool, single: bool) -> None:
 
 @cli.command("lineage")
 @click.argument("run")
+@click.option("--limit", type=click.IntRange(min=1), default=500, show_default=True,
+              help="Show at most this many runs (lines).")
 @click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON.")
 @click.pass_context
-def lineage_cmd(ctx, run, as_json):
-    """Print the tree of runs derived from RUN (replays, replays of replays, continuations)."""
+def lineage_cmd(ctx, run, limit, as_json):
+    """Print the tree of runs derived from RUN (replays, replays of replays, continuations).
+
+    Each run's subtree is shown once: a run met again is marked as a cycle (a link back to an
+    ancestor) or as shown above, and the output stops after --limit runs.
+    """
     from recstore.replay.lineage import lineage_tree, render_tree
 
-    tree = lineage_tree(existing_store(ctx), run)
+    tree = lineage_tree(existing_store(ctx), run, limit=limit)
     click.echo(dumps(tree) if as_json else render_tree(tree))

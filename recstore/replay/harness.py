@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import re
 import tomllib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,7 +123,9 @@ class PolicyRule(_Model):
 
     Conditions: ``kind`` (tool or handoff), ``name`` (tool name, or the handoff's target agent
     name), ``agent`` (the acting agent), ``args`` (dotted path → value, or ``{op: value}`` with
-    op in eq, ne, gt, gte, lt, lte, in, exists), and for recorded rules ``turn`` and ``call_id``.
+    op in eq, ne, gt, gte, lt, lte, in, exists), and for recorded rules ``turn``, ``call_id`` and
+    ``occurrence``: the n-th policy request (from 1) of the run with this turn and call id, for
+    providers that reuse one call id for several calls.
     """
 
     decision: Literal["allow", "deny", "require_approval"]
@@ -138,6 +141,7 @@ class PolicyRule(_Model):
     args: dict[str, Any] | None = None
     turn: int | None = None
     call_id: str | None = None
+    occurrence: int | None = Field(default=None, ge=1)
     label: str | None = None
 
     @model_validator(mode="after")
@@ -407,13 +411,14 @@ def _one_of(selector: str | list[str] | None, value: str) -> bool:
     return value in selector if isinstance(selector, list) else value == selector
 
 
-def _rule_matches(rule: PolicyRule, request: PolicyInput) -> bool:
+def _rule_matches(rule: PolicyRule, request: PolicyInput, occurrence: int) -> bool:
     return (
         (rule.kind is None or rule.kind == request.kind)
         and _one_of(rule.name, request.name)
         and _one_of(rule.agent, request.agent_name)
         and (rule.turn is None or rule.turn == request.turn)
         and (rule.call_id is None or rule.call_id == request.call_id)
+        and (rule.occurrence is None or rule.occurrence == occurrence)
         and (rule.args is None or _args_match(rule.args, request.arguments))
     )
 
@@ -432,9 +437,14 @@ def _rule_result(rule: PolicyRule, default_version: str | None) -> dict:
 
 
 def _policy_function(spec: PolicySpec) -> Callable[[PolicyInput], dict]:
+    # Policy requests seen per (turn, call id); one function per built candidate, i.e. per run.
+    seen: Counter = Counter()
+
     def decide(request: PolicyInput) -> dict:
+        seen[request.turn, request.call_id] += 1
+        occurrence = seen[request.turn, request.call_id]
         for rule in spec.rules:
-            if _rule_matches(rule, request):
+            if _rule_matches(rule, request, occurrence):
                 return _rule_result(rule, spec.version)
         result = {"decision": spec.default, "reason": spec.default_reason}
         if spec.version is not None:
@@ -572,6 +582,19 @@ def _inferred_rule(join: Any, turn: Any) -> dict:
     return rule
 
 
+def _number_shared_call_ids(rules: list[dict]) -> None:
+    """Rules for calls that share a turn and call id (providers reuse ids) get their position
+    among them: the n-th policy request with that key gets the n-th call's decision, not the
+    first one's for all."""
+    shared = Counter((rule["turn"], rule["call_id"]) for rule in rules)
+    position: Counter = Counter()
+    for rule in rules:
+        key = (rule["turn"], rule["call_id"])
+        if shared[key] > 1:
+            position[key] += 1
+            rule["occurrence"] = position[key]
+
+
 def _max_turns(source: dict, request_count: int) -> int:
     """The source's own limit when it ran out of turns, else room for every recorded request."""
     if source.get("errorName") == "MaxTurnsExceededError":
@@ -630,6 +653,7 @@ def harness_from_source(source: dict) -> Harness:
             rules.append(_recorded_rule(decisions[join.policy_decision_index], join.call))
         elif join.call["hasOutput"]:
             rules.append(_inferred_rule(join, req.turn))
+    _number_shared_call_ids(rules)
 
     guardrails: dict[str, dict] = {}
     for decision in source.get("guardrailDecisions") or []:
