@@ -83,7 +83,7 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
         click.echo(dumps(result.to_json()))
     else:
         click.echo(result.summary_line())
-        click.echo(f"report: recstore sweep report {result.sweep_run_id} --output DIR")
+        click.echo(f"report: recstore sweep report {result.label} --output DIR")
     ctx.exit(1 if result.failed else 0)
 
 
@@ -162,16 +162,17 @@ def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool) -> Non
 @sweep.command("report")
 @click.argument("run_ref", metavar="RUN")
 @click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False), default=".",
-              show_default=True, help="Folder for sweep-<run>.json and sweep-<run>.html.")
+              show_default=True, help="Folder for sweep-<name>-<N>.json and .html.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report JSON to stdout instead.")
 @click.pass_context
 def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bool) -> None:
-    """Write the JSON and self-contained HTML report of sweep run RUN (a run number, or a sweep
-    name for its latest run).
+    """Write the JSON and self-contained HTML report of sweep run RUN: NAME#N (run N of sweep
+    NAME), NAME (its latest run), or a store-wide sweep_run_id.
 
     \b
-    Example:
+    Examples:
       recstore sweep report support-nightly --output reports/
+      recstore sweep report support-nightly#3 --json
     """
     from recstore.sweep.report import sweep_report, write_report
     from recstore.sweep.runner import resolve_run_id

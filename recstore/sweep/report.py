@@ -17,6 +17,7 @@ from typing import Any
 
 from recstore.errors import NotFoundError
 from recstore.jsonout import dumps, utc_timestamp, write_json
+from recstore.sweep.runner import run_label
 
 #: Differences shown per case in the report (the JSON keeps the count of the rest).
 MAX_DIFFERENCES = 20
@@ -35,19 +36,22 @@ def _failing(con: Any, run_id: int) -> set[str]:
 
 
 def _trend(con: Any, run: dict) -> dict:
-    previous = con.execute(
-        "SELECT max(sweep_run_id) FROM sweep_runs WHERE sweep_name = ? AND sweep_run_id < ? "
-        "AND status = 'finished'",
+    row = con.execute(
+        "SELECT sweep_run_id, run_number FROM sweep_runs WHERE sweep_name = ? AND sweep_run_id < ? "
+        "AND status = 'finished' ORDER BY sweep_run_id DESC LIMIT 1",
         [run["sweep_name"], run["sweep_run_id"]],
-    ).fetchone()[0]
-    if previous is None:
-        return {"previous_run_id": None, "newly_failing": [], "fixed": []}
+    ).fetchone()
+    if row is None:
+        return {"previous_run_id": None, "previous_run_number": None, "newly_failing": [],
+                "fixed": []}
+    previous, previous_number = row
     now, before = _failing(con, run["sweep_run_id"]), _failing(con, previous)
     in_run = {r["source_run_key"] for r in _rows(
         con, "SELECT source_run_key FROM sweep_cases WHERE sweep_run_id = ? AND status <> 'pending'",
         [run["sweep_run_id"]])}
     return {
         "previous_run_id": previous,
+        "previous_run_number": previous_number,
         "newly_failing": sorted(now - before),
         "fixed": sorted((before - now) & in_run),
     }
@@ -55,6 +59,7 @@ def _trend(con: Any, run: dict) -> dict:
 
 def _run_json(run: dict) -> dict:
     out = {k: (utc_timestamp(v) if isinstance(v, datetime) else v) for k, v in run.items()}
+    out["run"] = run_label(run["sweep_name"], run["run_number"])
     out["gate"] = "fail" if run["fail_count"] else ("warn" if run["warn_count"] else "pass")
     return out
 
@@ -87,7 +92,8 @@ def sweep_report(store: Any, run_id: int) -> dict:
         run = runs[0]
         spec = json.loads(con.execute("SELECT spec FROM sweep_run_starts WHERE sweep_run_id = ?",
                                       [run_id]).fetchone()[0])
-        history = _rows(con, "SELECT sweep_run_id, started_at, status, case_count, pass_count, "
+        history = _rows(con, "SELECT sweep_run_id, run_number, sweep_name, started_at, status, "
+                             "case_count, pass_count, "
                              "warn_count, fail_count, pending_count FROM sweep_runs "
                              "WHERE sweep_name = ? AND sweep_run_id <= ? ORDER BY sweep_run_id",
                         [run["sweep_name"], run_id])
@@ -164,12 +170,14 @@ def _drift_summary(cases: list[dict]) -> dict[str, dict[str, int]]:
 
 
 def write_report(store: Any, run_id: int, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write ``sweep-<run>.json`` and ``sweep-<run>.html`` into ``out_dir``; returns both paths."""
+    """Write ``sweep-<name>-<N>.json`` and ``.html`` (run N of the sweep) into ``out_dir``;
+    returns both paths."""
     report = sweep_report(store, run_id)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    json_path = out / f"sweep-{run_id}.json"
-    html_path = out / f"sweep-{run_id}.html"
+    stem = f"sweep-{report['run']['sweep_name']}-{report['run']['run_number']}"
+    json_path = out / f"{stem}.json"
+    html_path = out / f"{stem}.html"
     write_json(json_path, report)
     html_path.write_text(render_html(report), encoding="utf-8", errors="backslashreplace")
     return json_path, html_path
@@ -230,9 +238,9 @@ def trend_svg(history: list[dict], width: int = 640, height: int = 180) -> str:
             if n:
                 y -= n * scale
                 parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{n * scale:.1f}" '
-                             f'fill="{_COLORS[key]}"><title>run {h["sweep_run_id"]}: {n} {key}</title></rect>')
+                             f'fill="{_COLORS[key]}"><title>run #{h["run_number"]}: {n} {key}</title></rect>')
         parts.append(f'<text x="{x + bar / 2:.1f}" y="{height - 10}" font-size="11" '
-                     f'text-anchor="middle">#{h["sweep_run_id"]}</text>')
+                     f'text-anchor="middle">#{h["run_number"]}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -298,7 +306,7 @@ def render_html(report: dict) -> str:
         return ", ".join(f"<code>{escape(k)}</code>" for k in items) or "none"
 
     body = [
-        f"<h1>Sweep {escape(run['sweep_name'])} — run #{run['sweep_run_id']}</h1>",
+        f"<h1>Sweep {escape(run['sweep_name'])} — run #{run['run_number']}</h1>",
         f'<p class="meta">candidate: {escape(str(run["candidate"]))} · started {escape(str(run["started_at"]))}'
         f' · {escape(str(run["status"]))} · selection <code>{escape(str(run["selection_query"]))}</code>'
         f' ({run["case_count"]} of {run["matched_count"]} matched runs)</p>',
@@ -306,7 +314,7 @@ def render_html(report: dict) -> str:
         f'<span id="case-count">{run["case_count"]} cases</span></p>',
         f'<div class="tiles">{tiles}</div>',
         "<h2>Trend across runs</h2>", trend_svg(report["history"]),
-        f"<p>Against run #{trend['previous_run_id']}: newly failing {keys(trend['newly_failing'])}; "
+        f"<p>Against run #{trend['previous_run_number']}: newly failing {keys(trend['newly_failing'])}; "
         f"fixed {keys(trend['fixed'])}</p>" if trend["previous_run_id"] else "<p>First run of this sweep.</p>",
         "<h2>Signals</h2>",
         _table(["signal", "cases"], [[escape(s), str(n)] for s, n in report["signals"].items()])
@@ -323,7 +331,7 @@ def render_html(report: dict) -> str:
         "<h2>Spec</h2>", _pre(report["spec"]),
     ]
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>Sweep {escape(run['sweep_name'])} run {run['sweep_run_id']}</title>"
+            f"<title>Sweep {escape(run['sweep_name'])} run #{run['run_number']}</title>"
             f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
 
 
@@ -335,8 +343,8 @@ def status_text(rows: list[dict]) -> str:
     for r in rows:
         t = r["trend"]
         trend = "first run" if t["previous_run_id"] is None else (
-            f"vs #{t['previous_run_id']}: {len(t['newly_failing'])} newly failing, {len(t['fixed'])} fixed")
-        lines.append(f"{r['sweep_run_id']:>5}  {r['sweep_name'][:24]:<24} {str(r['started_at'])[:19]:<19}  "
+            f"vs #{t['previous_run_number']}: {len(t['newly_failing'])} newly failing, {len(t['fixed'])} fixed")
+        lines.append(f"{'#' + str(r['run_number']):>5}  {r['sweep_name'][:24]:<24} {str(r['started_at'])[:19]:<19}  "
                      f"{r['status']:<10} {r['case_count']:>5} {r['pass_count']:>5} {r['warn_count']:>5} "
                      f"{r['fail_count']:>5}  {trend}")
     return "\n".join(lines)
