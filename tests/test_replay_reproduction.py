@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recstore.canonical import canonical_json
+from recstore.compare import parse_ignore, strip_record
 from recstore.records import compare_records, extract_tool_calls
 from recstore.replay import harness_from_source, replay_run
 from recstore.synth import generate_corpus
@@ -87,6 +88,25 @@ def test_one_thousand_generated_records_reproduce():
         count += 1
     assert count == 1000
     assert len(scenarios) >= 10  # the generator's scenarios are all exercised
+
+
+def test_generated_records_reproduce_their_decisions_and_failures_too():
+    """Beyond response and tool calls: every policy and guardrail decision (as the semantic
+    preset compares them: not their timestamps or call ids) and the error of a failed run. Only
+    argument-validation failures cannot be: the record holds no tool schemas."""
+    semantic = parse_ignore(preset="semantic")
+    checked = 0
+    for source in generate_corpus(300, seed=5):
+        if source["metadata"]["scenario"] == "validation":
+            continue
+        replay = replay_run(source, harness_from_source(source), "strict").record
+        comparison = compare_records(strip_record(source, semantic), strip_record(replay, semantic),
+                                     exclude_sections=sorted(semantic.sections))
+        assert comparison["equal"], (source["metadata"], comparison["differences"][:2])
+        assert [replay.get(k) for k in ("status", "errorName", "errorMessage")] == [
+            source.get(k) for k in ("status", "errorName", "errorMessage")]
+        checked += 1
+    assert checked > 250
 
 
 def test_reused_call_ids_get_their_own_decisions():

@@ -82,7 +82,10 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
     if as_json:
         click.echo(dumps(result.to_json()))
     else:
+        from recstore.sweep.report import compared_text
+
         click.echo(result.summary_line())
+        click.echo(compared_text(result.compared))
         click.echo(f"report: recstore sweep report {result.label} --output DIR")
     ctx.exit(1 if result.failed else 0)
 

@@ -16,7 +16,9 @@ Anything else — an unknown section, a misspelt field (``policy.timestmap``), a
 an :class:`~recstore.errors.InputError` that lists the valid paths (:func:`valid_paths`).
 
 The ``semantic`` preset (:data:`PRESETS`) ignores what differs between two runs of the same
-behaviour: decision timestamps, callIds and approval expiry times, and the run metadata.
+behaviour: decision timestamps, callIds and approval expiry times, and the run metadata. The
+``exact`` preset leaves nothing out (aioc's comparison; a sweep's way to turn its default,
+``semantic``, off).
 
 Example:
     >>> spec = parse_ignore(["policy.timestamp"], preset="semantic")
@@ -37,6 +39,7 @@ from recstore.records import SECTIONS
 __all__ = ["ENTRY_FIELDS", "PRESETS", "IgnoreSpec", "parse_ignore", "strip_record", "valid_paths"]
 
 PRESETS: dict[str, tuple[str, ...]] = {
+    "exact": (),  # aioc's own comparison: nothing left out (compare's default)
     "semantic": (
         "policy.timestamp",
         "policy.callId",

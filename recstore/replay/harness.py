@@ -555,8 +555,9 @@ def _recorded_rule(decision: dict, call: dict) -> dict:
     output = call.get("output")
     if "publicReason" in decision:
         rule["public_reason"] = decision["publicReason"]
-    elif isinstance(output, dict) and isinstance(output.get("publicReason"), str):
-        # Legacy decisions did not record publicReason; the envelope kept the text shown.
+    elif "resultMode" not in decision and isinstance(output, dict) and isinstance(output.get("publicReason"), str):
+        # Legacy decisions (no resultMode) did not record publicReason; the envelope kept the
+        # text shown. A newer decision without one had none: the runtime fills its default.
         rule["public_reason"] = output["publicReason"]
     if decision.get("decision") != "allow":
         # Legacy decisions lack resultMode; an output item shows it was tool_result.
@@ -593,6 +594,32 @@ def _number_shared_call_ids(rules: list[dict]) -> None:
         if shared[key] > 1:
             position[key] += 1
             rule["occurrence"] = position[key]
+
+
+def _recorded_guardrails(source: dict, turn_agents: dict[Any, str]
+                         ) -> tuple[dict[str, dict], dict[str, list[str]] | None]:
+    """The recorded guardrails as specs (tripping on their recorded turns), and which agent ran
+    each: an agent's guardrails run on its own turns only, so they belong to the agent of the
+    turns they were recorded on (``None`` when a decision's turn has no recorded request: then
+    every agent gets every guardrail)."""
+    guardrails: dict[str, dict] = {}
+    guarded: dict[str, list[str]] | None = {}
+    for decision in source.get("guardrailDecisions") or []:
+        if not isinstance(decision, dict) or not isinstance(decision.get("guardrailName"), str):
+            continue
+        name = decision["guardrailName"]
+        spec = guardrails.setdefault(name, {"turns": [], "label": RECORDED})
+        if decision.get("decision") == "triggered" and isinstance(decision.get("turn"), int):
+            spec["turns"].append(decision["turn"])
+            for key in ("reason", "metadata"):
+                if key in decision:
+                    spec[key] = decision[key]
+        owner = turn_agents.get(decision.get("turn"))
+        if owner is None:
+            guarded = None
+        elif guarded is not None and name not in guarded.setdefault(owner, []):
+            guarded[owner].append(name)
+    return guardrails, guarded
 
 
 def _max_turns(source: dict, request_count: int) -> int:
@@ -655,18 +682,9 @@ def harness_from_source(source: dict) -> Harness:
             rules.append(_inferred_rule(join, req.turn))
     _number_shared_call_ids(rules)
 
-    guardrails: dict[str, dict] = {}
-    for decision in source.get("guardrailDecisions") or []:
-        if not isinstance(decision, dict) or not isinstance(decision.get("guardrailName"), str):
-            continue
-        spec = guardrails.setdefault(decision["guardrailName"], {"turns": [], "label": RECORDED})
-        if decision.get("decision") == "triggered" and isinstance(decision.get("turn"), int):
-            spec["turns"].append(decision["turn"])
-            for key in ("reason", "metadata"):
-                if key in decision:
-                    spec[key] = decision[key]
-    for spec in agents.values():
-        spec["output_guardrails"] = list(guardrails)
+    guardrails, guarded = _recorded_guardrails(source, {req.turn: str(req.agent) for req in reqs})
+    for name, spec in agents.items():
+        spec["output_guardrails"] = guarded.get(name, []) if guarded is not None else list(guardrails)
         if not spec["handoffs"]:
             del spec["handoffs"]
 

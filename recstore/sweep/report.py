@@ -18,6 +18,7 @@ from typing import Any
 from recstore.errors import NotFoundError
 from recstore.jsonout import dumps, utc_timestamp, write_json
 from recstore.sweep.runner import run_label
+from recstore.sweep.spec import CompareSpec
 
 #: Differences shown per case in the report (the JSON keeps the count of the rest).
 MAX_DIFFERENCES = 20
@@ -64,6 +65,20 @@ def _run_json(run: dict) -> dict:
     return out
 
 
+def compared_text(compared: dict) -> str:
+    """One line saying what a sweep's comparisons covered (``CompareSpec.compared()``)."""
+    from recstore.records import SECTIONS
+
+    sections = compared["sections"]
+    text = f"compared: {', '.join(sections) or 'nothing'}"
+    if compared["ignored"]:
+        text += f" (ignoring {', '.join(compared['ignored'])})"
+    if compared["preset"]:
+        text += f"; preset {compared['preset']}"
+    skipped = [s for s in SECTIONS if s not in sections]
+    return text + (f"; not compared: {', '.join(skipped)}" if skipped else "")
+
+
 def sweep_status(store: Any, name: str | None = None) -> list[dict]:
     """Runs of sweep ``name`` (oldest first), or the latest run of every sweep, each with its
     pass/warn/fail counts and trend against the previous run.
@@ -104,6 +119,7 @@ def sweep_report(store: Any, run_id: int) -> dict:
     case_json = [_case_json(c, calls.get(c["replay_run_key"], [])) for c in cases]
     return {
         "run": _run_json(run),
+        "compared": CompareSpec.model_validate(spec.get("compare") or {}).compared(),
         "spec": spec,
         "trend": trend,
         "history": [_run_json(h) for h in history],
@@ -312,6 +328,7 @@ def render_html(report: dict) -> str:
         f' ({run["case_count"]} of {run["matched_count"]} matched runs)</p>',
         f'<p>Gate: <span class="gate" style="color:{_COLORS[run["gate"]]}">{run["gate"]}</span> — '
         f'<span id="case-count">{run["case_count"]} cases</span></p>',
+        f'<p class="meta" id="compared">{escape(compared_text(report["compared"]))}</p>',
         f'<div class="tiles">{tiles}</div>',
         "<h2>Trend across runs</h2>", trend_svg(report["history"]),
         f"<p>Against run #{trend['previous_run_number']}: newly failing {keys(trend['newly_failing'])}; "

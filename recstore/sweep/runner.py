@@ -59,6 +59,7 @@ class SweepRun:
     recovered: int = 0  # cases whose replay was already stored (a crash between two writes)
     counts: dict[str, int] = field(default_factory=lambda: {"pass": 0, "warn": 0, "fail": 0})
     seconds: float = 0.0
+    compared: dict = field(default_factory=dict)  # CompareSpec.compared(): what was compared
 
     @property
     def failed(self) -> bool:
@@ -89,6 +90,7 @@ class SweepRun:
             "processed": self.processed,
             "recovered": self.recovered,
             "counts": self.counts,
+            "compared": self.compared,
             "status": "fail" if self.failed else ("warn" if self.counts["warn"] else "pass"),
             "seconds": round(self.seconds, 3),
         }
@@ -154,7 +156,8 @@ def run_sweep(
                                     allow_empty or spec.select.allow_empty)
         cases = _pending_cases(store, run_id)
         case_count, run_number = _run_facts(store, run_id)
-        result = SweepRun(run_id, spec.name, resumed, case_count, run_number)
+        result = SweepRun(run_id, spec.name, resumed, case_count, run_number,
+                          compared=spec.compare.compared())
         writer = _CaseWriter(store, spec, run_id)
         done = result.case_count - len(cases)
         if progress:
