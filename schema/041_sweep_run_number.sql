@@ -1,7 +1,8 @@
--- recstore schema 041: sweep runs are numbered per sweep. sweep_run_id is the store-wide id
--- (one sequence for every sweep, so the first run of a new sweep could be "run 3");
--- run_number counts the runs of one sweep name from 1, in start order, and is what people see
--- and type (`recstore sweep report NAME#N`).
+-- recstore schema 041: the views over sweep runs (tables: schema 040), with runs numbered per
+-- sweep. sweep_run_id is the store-wide id (one sequence for every sweep, so the first run of a
+-- new sweep could be "run 3"); run_number counts the runs of one sweep name from 1, in start
+-- order, and is what people see and type (`recstore sweep report NAME#N`). Stores made before
+-- this file replace their schema-040 views here.
 
 CREATE OR REPLACE VIEW sweep_runs AS
 SELECT r.sweep_run_id,

@@ -44,6 +44,15 @@ def run_cli(db: Path | str, *args: str, cwd: Path | str | None = None) -> subpro
                           capture_output=True, text=True, cwd=cwd or REPO_ROOT, timeout=600)
 
 
+def from_source_sweep(folder: Path, name: str, query: str, select_extra: str = "") -> Path:
+    """Write ``<folder>/<name>.toml``: a sweep replaying what ``query`` selects from source
+    (``select_extra``: more ``[select]`` lines); returns its path."""
+    path = folder / f"{name}.toml"
+    path.write_text(f"name = {json.dumps(name)}\n[select]\nquery = {json.dumps(query)}\n"
+                    f"{select_extra}[candidate]\nfrom_source = true\n", encoding="utf-8")
+    return path
+
+
 def hostile_cases(name: str) -> list[tuple[str, ...]]:
     """The cases of ``tests/fixtures/hostile/<name>``: one per line, fields separated by tabs,
     ``#`` comment lines skipped (a new attack is one line to add)."""

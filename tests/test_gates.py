@@ -14,18 +14,11 @@ from recstore.compare import bulk_compare
 from recstore.errors import EmptySelectionError, UnpairedRunsError
 from recstore.store import Store
 
-from .conftest import CORPUS_DEV, REPO_ROOT, run_cli
+from .conftest import CORPUS_DEV, REPO_ROOT, from_source_sweep, run_cli
 
 BASELINE_RUNS, CANDIDATE_RUNS = 20, 18  # two baseline cases have no candidate
 BULK = ["--baseline", "tag.set = 'baseline'", "--candidate", "tag.set = 'candidate'"]
 QUIET = ["--fail-on", "", "--warn-on", "changed"]  # no pair fails: only coverage decides
-SWEEP = """
-name = "nothing"
-[select]
-query = "agent = 'Nobody'"
-[candidate]
-from_source = true
-"""
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +30,7 @@ def db(tmp_path_factory):
             part = root / f"{side}.ndjson"
             part.write_text("".join(next(fh) for _ in range(count)), encoding="utf-8")
         Store(path).ingest([str(part)], tags={"set": side})
-    (root / "nothing.toml").write_text(SWEEP, encoding="utf-8")
+    from_source_sweep(root, "nothing", "agent = 'Nobody'")
     return path
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from recstore.jsonout import dumps, dumps_compact, utc_timestamp, write_json
 from recstore.store import Store
 
-from .conftest import AIOC_FIXTURES, run_cli
+from .conftest import AIOC_FIXTURES, from_source_sweep, run_cli
 
 SURROGATE = "\ud800"
 # Text mixing lone surrogates (high and low, paired or not) with any other characters.
@@ -73,13 +73,6 @@ def test_write_json_writes_a_file_a_surrogate_cannot_break(tmp_path):
 
 # --- the CLI ------------------------------------------------------------------------------------
 
-SWEEP = """
-name = "surrogates"
-[select]
-query = "run_id = 'surrogate-run'"
-[candidate]
-from_source = true
-"""
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +89,7 @@ def store_with_surrogates(tmp_path_factory):
     db = root / "store.duckdb"
     Store(db).ingest([str(source)], tags={"set": "a"})
     Store(db).ingest([str(root / "other.json")], tags={"set": "b"})
-    (root / "sweep.toml").write_text(SWEEP, encoding="utf-8")
+    from_source_sweep(root, "surrogates", "run_id = 'surrogate-run'")
     return db, root
 
 
@@ -112,7 +105,7 @@ COMMANDS = [
     (["compare", "--baseline", "tag.set = 'a'", "--candidate", "tag.set = 'b'", "--json"], False),
     (["query", "SELECT run_key, response, metadata FROM runs", "--format", "json"], False),
     (["query", "SELECT run_key, response, metadata FROM runs", "--format", "ndjson"], False),
-    (["sweep", "run", "{root}/sweep.toml", "--json"], False),
+    (["sweep", "run", "{root}/surrogates.toml", "--json"], False),
     (["sweep", "report", "surrogates", "--json"], False),
     (["sweep", "status", "--json"], False),
 ]
@@ -131,7 +124,7 @@ def test_cli_json_output_survives_lone_surrogates(store_with_surrogates, args, c
 
 def test_sweep_report_files_and_timestamps(store_with_surrogates, tmp_path):
     db, root = store_with_surrogates
-    assert run_cli(db, "sweep", "run", str(root / "sweep.toml")).returncode == 0
+    assert run_cli(db, "sweep", "run", str(root / "surrogates.toml")).returncode == 0
     done = run_cli(db, "sweep", "report", "surrogates", "--output", str(tmp_path))
     assert done.returncode == 0, done.stderr
     (report_path,) = tmp_path.glob("*.json")

@@ -10,16 +10,7 @@ import pytest
 from recstore.store import Store
 from recstore.synth import generate_corpus
 
-from .conftest import run_cli
-
-SPEC = """
-name = "{name}"
-[select]
-query = "status = 'completed'"
-limit = 2
-[candidate]
-from_source = true
-"""
+from .conftest import from_source_sweep, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +19,7 @@ def db(tmp_path_factory):
     path = root / "store.duckdb"
     Store(path).ingest_records(list(generate_corpus(6, seed=4)), source_uri="synth")
     for name in ("first", "second"):
-        (root / f"{name}.toml").write_text(SPEC.format(name=name), encoding="utf-8")
+        from_source_sweep(root, name, "status = 'completed'", select_extra="limit = 2\n")
     for name, rerun in (("first", False), ("first", True), ("second", False)):
         args = ["sweep", "run", str(root / f"{name}.toml"), *(["--rerun"] if rerun else [])]
         assert run_cli(path, *args).returncode == 0
@@ -61,3 +52,18 @@ def test_runs_are_named_and_found_by_their_per_sweep_number(db, tmp_path):
     assert "Sweep first — run #2" in html and "Against run #1" in html
     missing = run_cli(db, "sweep", "report", "second#9")
     assert missing.returncode == 2 and "no sweep run 'second#9'" in missing.stderr
+
+
+def test_a_store_from_before_run_numbers_gets_them(tmp_path):
+    import duckdb
+
+    db = tmp_path / "old.duckdb"
+    Store(db).ingest_records(list(generate_corpus(4, seed=4)), source_uri="synth")
+    spec = from_source_sweep(tmp_path, "old", "status = 'completed'")
+    assert run_cli(db, "sweep", "run", str(spec)).returncode == 0
+    con = duckdb.connect(str(db))  # as the store was before schema 041: views without run_number
+    con.execute("DELETE FROM schema_migrations WHERE name = '041_sweep_run_number.sql'")
+    con.execute("CREATE OR REPLACE VIEW sweep_runs AS SELECT sweep_run_id, sweep_name FROM sweep_run_starts")
+    con.close()
+    status = json.loads(run_cli(db, "sweep", "status", "old", "--json").stdout)
+    assert [(r["run"], r["run_number"]) for r in status] == [("old#1", 1)]

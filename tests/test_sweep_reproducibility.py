@@ -12,16 +12,9 @@ import pytest
 from recstore.store import Store
 from recstore.synth import SCENARIOS, generate_corpus
 
-from .conftest import run_cli
+from .conftest import from_source_sweep, run_cli
 
 CASES = 150  # six passes of the generator's schedule: every scenario, failed runs included
-SPEC = """
-name = "reproduce"
-[select]
-query = "status = 'completed' or status = 'failed'"
-[candidate]
-from_source = true
-"""
 # A run that failed argument validation cannot be reproduced from its record: the record holds
 # no tool schemas, so the replay executes the call and finds no recorded output for it.
 NOT_REPRODUCIBLE = {"validation"}
@@ -32,8 +25,8 @@ def swept(tmp_path_factory):
     root = tmp_path_factory.mktemp("reproduce")
     db = root / "store.duckdb"
     Store(db).ingest_records(list(generate_corpus(CASES, seed=21)), source_uri="synth")
-    (root / "reproduce.toml").write_text(SPEC, encoding="utf-8")
-    done = run_cli(db, "sweep", "run", str(root / "reproduce.toml"))
+    spec = from_source_sweep(root, "reproduce", "status = 'completed' or status = 'failed'")
+    done = run_cli(db, "sweep", "run", str(spec))
     report = json.loads(run_cli(db, "sweep", "report", "reproduce", "--json").stdout)
     return done, report
 
