@@ -136,19 +136,34 @@ def schema_cmd(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.command("export")
-@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("target", required=False, metavar="DIRECTORY | FILTER")
+@click.option("--otlp", "otlp_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write each run (or each run FILTER selects) as an OTLP/JSON trace file.")
+@click.option("--content", type=click.Choice(["none", "metadata", "full"]), default="metadata",
+              show_default=True,
+              help="With --otlp: metadata adds argument hashes and record metadata; full adds "
+              "tool arguments, results and messages.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @click.pass_context
-def export_cmd(ctx: click.Context, directory: str, as_json: bool) -> None:
-    """Write every view as zstd Parquet under DIRECTORY, hive-partitioned by run start day.
+def export_cmd(ctx: click.Context, target: str | None, otlp_dir: str | None, content: str,
+               as_json: bool) -> None:
+    """Write every view as zstd Parquet under DIRECTORY, hive-partitioned by run start day;
+    or, with --otlp DIR, runs as OpenTelemetry GenAI traces (OTLP/JSON, one file per run).
 
     \b
     Example:
       recstore export export/ && recstore query @slowest-runs --engine spark --parquet export/
+      recstore export --otlp traces/ "status = 'failed'" --content full
     """
+    if otlp_dir is not None:
+        _export_otlp(ctx, otlp_dir, target, content, as_json)
+        return
+    if target is None:
+        raise InputError("give the DIRECTORY to write Parquet to (or --otlp DIR)",
+                         source="recstore export")
     from recstore.query.export import export_views
 
-    summary = export_views(existing_store(ctx), directory)
+    summary = export_views(existing_store(ctx), target)
     if as_json:
         click.echo(dumps({"directory": str(summary.directory), "rows": summary.rows,
                           "partitioned": summary.partitioned}))
@@ -157,3 +172,19 @@ def export_cmd(ctx: click.Context, directory: str, as_json: bool) -> None:
         layout = "by day" if name in summary.partitioned else "single file"
         click.echo(f"{name:<22} {rows:>10} rows  {layout}")
     click.echo(f"exported {len(summary.rows)} views to {summary.directory}")
+
+
+def _export_otlp(ctx: click.Context, directory: str, dsl_filter: str | None, content: str,
+                 as_json: bool) -> None:
+    from recstore.query import select_run_keys
+    from recstore.store.otlp_io import export_otlp
+
+    store = existing_store(ctx)
+    keys = select_run_keys(store, dsl_filter) if dsl_filter else None
+    result = export_otlp(store, directory, keys, content=content)
+    if as_json:
+        click.echo(dumps({"directory": str(result.directory), "content": result.content,
+                          "files": {k: str(p) for k, p in result.files.items()}}))
+        return
+    click.echo(f"exported {len(result.files)} runs as OTLP/JSON traces to {result.directory} "
+               f"(content: {result.content})")
