@@ -147,8 +147,10 @@ def schema_cmd(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def export_cmd(ctx: click.Context, target: str | None, otlp_dir: str | None, content: str,
                as_json: bool) -> None:
-    """Write every view as zstd Parquet under DIRECTORY, hive-partitioned by run start day;
-    or, with --otlp DIR, runs as OpenTelemetry GenAI traces (OTLP/JSON, one file per run).
+    """Write every view as zstd Parquet under DIRECTORY, or runs as OTLP/JSON traces (--otlp).
+
+    Parquet is hive-partitioned by run start day; --otlp DIR writes OpenTelemetry GenAI traces,
+    one file per run.
 
     \b
     Example:
