@@ -7,7 +7,6 @@ directory (a fresh temporary one unless given) that is left in place for a look 
 
 from __future__ import annotations
 
-import json
 import shlex
 import tempfile
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import TextIO
 import click
 
 from recstore import synth
+from recstore.jsonout import write_json
 
 __all__ = ["run_demo"]
 
@@ -85,8 +85,7 @@ class _Demo:
 
 
 def _write_single(path: Path, record: dict) -> Path:
-    path.write_text(json.dumps(record, ensure_ascii=False, indent=2), encoding="utf-8")
-    return path
+    return write_json(path, record)
 
 
 def _pick_handoff_case(n: int, seed: int) -> tuple[dict, dict]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
 from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 from recstore.query import (
     FORMATS,
     CompiledQuery,
@@ -111,10 +111,10 @@ def queries_cmd(as_json: bool) -> None:
     """List the saved queries (run one with `recstore query @NAME`)."""
     saved = list_saved()
     if as_json:
-        click.echo(json.dumps([
+        click.echo(dumps([
             {"name": q.name, "language": q.language, "description": q.description,
              "params": [p.__dict__ for p in q.params], "path": str(q.path)} for q in saved
-        ], indent=2))
+        ]))
         return
     width = max((len(q.name) for q in saved), default=0) + 1
     for q in saved:
@@ -135,7 +135,7 @@ def schema_cmd(ctx: click.Context, as_json: bool) -> None:
     else:
         catalog = default_catalog()
     if as_json:
-        click.echo(json.dumps(schema_json(catalog), indent=2))
+        click.echo(dumps(schema_json(catalog)))
     else:
         say(schema_text(catalog), nl=False)
 
@@ -174,8 +174,8 @@ def export_cmd(ctx: click.Context, target: str | None, otlp_dir: str | None, con
     with CliProgress("export views", quiet=quiet) as progress:
         summary = export_views(existing_store(ctx), target, progress)
     if as_json:
-        click.echo(json.dumps({"directory": str(summary.directory), "rows": summary.rows,
-                               "partitioned": summary.partitioned}, indent=2))
+        click.echo(dumps({"directory": str(summary.directory), "rows": summary.rows,
+                          "partitioned": summary.partitioned}))
         return
     for name, rows in summary.rows.items():
         layout = "by day" if name in summary.partitioned else "single file"
@@ -192,8 +192,8 @@ def _export_otlp(ctx: click.Context, directory: str, dsl_filter: str | None, con
     keys = select_run_keys(store, dsl_filter) if dsl_filter else None
     result = export_otlp(store, directory, keys, content=content)
     if as_json:
-        click.echo(json.dumps({"directory": str(result.directory), "content": result.content,
-                               "files": {k: str(p) for k, p in result.files.items()}}, indent=2))
+        click.echo(dumps({"directory": str(result.directory), "content": result.content,
+                          "files": {k: str(p) for k, p in result.files.items()}}))
         return
     say(f"exported {len(result.files)} runs as OTLP/JSON traces to {result.directory} "
         f"(content: {result.content})")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -11,6 +10,7 @@ from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
 from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 
 _EXAMPLE = """
 Examples:
@@ -80,18 +80,19 @@ def _provider_spec(kind, script, base_url, model, api_key_env, timeout, max_retr
               help="--match agentuse: the replay's project root for relative read paths (default: the source's).")
 @click.option("--reference", "references", multiple=True, type=click.Path(dir_okay=False),
               help="--match agentuse: a read-only file served from its current content (repeatable).")
+@click.option("--allow-empty", is_flag=True, help="--select: accept a selection of no runs (else exit 3).")
 @click.option("--json", "as_json", is_flag=True, help="Print reports as JSON.")
 @quiet_option
 @click.pass_context
 def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_kind, script, base_url,
                model, api_key_env, timeout, max_retries, select_dsl, workers, no_store, matching, command,
-               command_timeout, project_root, references, as_json, quiet):
+               command_timeout, project_root, references, allow_empty, as_json, quiet):
     """Replay stored runs against a candidate with recorded tool outputs.
 
     Exit status 0 when every replay completed (finished like its source and equal to it on
     response and tool calls; with --match agentuse, when agentuse's status is proposal or
     completed, the comparison only reported), 1 otherwise, 2 for a source --match agentuse
-    refuses.
+    refuses, 3 when --select matches no runs.
     """
     from recstore.replay.batch import ReplayJob, replay_stored
 
@@ -109,9 +110,9 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
     job = ReplayJob(str(Path(harness_path).resolve()) if harness_path else None, mode, input_mode, provider)
     store = existing_store(ctx)
     if select_dsl is not None:
-        from recstore.query import select_run_keys
+        from recstore.query import select_gate_runs
 
-        keys = select_run_keys(store, select_dsl)
+        keys = select_gate_runs(store, select_dsl, what="--select", allow_empty=allow_empty)
     else:
         keys = [store.resolve_run(run)]
     with CliProgress("replay runs", quiet=quiet) as progress:
@@ -135,7 +136,7 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
 def _print(results, as_json: bool, single: bool) -> None:
     if as_json:
         payload = [dict(r.report.to_json(), sourceRunKey=r.source_run_key, replayRunKey=r.replay_run_key) for r in results]
-        click.echo(json.dumps(payload[0] if single and payload else payload, ensure_ascii=False, indent=2))
+        click.echo(dumps(payload[0] if single and payload else payload))
         return
     if single:
         for r in results:
@@ -154,11 +155,20 @@ def _print(results, as_json: bool, single: bool) -> None:
 
 @cli.command("lineage")
 @click.argument("run")
+@click.option("--limit", type=click.IntRange(min=1), default=500, show_default=True,
+              help="Show at most this many runs (lines).")
 @click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON.")
 @click.pass_context
-def lineage_cmd(ctx, run, as_json):
-    """Print the tree of runs derived from RUN (replays, replays of replays, continuations)."""
+def lineage_cmd(ctx, run, limit, as_json):
+    """Print the tree of runs derived from RUN (replays, replays of replays, continuations).
+
+    Each run's subtree is shown once: a run met again is marked as a cycle (a link back to an
+    ancestor) or as shown above, and the output stops after --limit runs.
+    """
     from recstore.replay.lineage import lineage_tree, render_tree
 
-    tree = lineage_tree(existing_store(ctx), run)
-    click.echo(json.dumps(tree, ensure_ascii=False, indent=2) if as_json else render_tree(tree))
+    tree = lineage_tree(existing_store(ctx), run, limit=limit)
+    if as_json:
+        click.echo(dumps(tree))
+    else:
+        say(render_tree(tree))

@@ -36,6 +36,7 @@ from typing import Any
 from recstore.errors import InputError
 from recstore.formats.agentuse import assemble_run, scan_tree, to_run_record
 from recstore.formats.aioc import validate_run_record
+from recstore.jsonout import dumps
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.records import compare_records
 from recstore.replay.agentuse_match import (
@@ -284,8 +285,7 @@ def replay_external(
     try:
         done = subprocess.run(
             argv,
-            # ASCII escapes keep lone surrogates (valid in JSON text) from breaking the pipe's UTF-8.
-            input=json.dumps(request),
+            input=dumps(request, indent=None, ascii_only=True),  # a pipe of unknown encoding
             capture_output=True,
             text=True,
             timeout=limit,
