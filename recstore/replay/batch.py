@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,6 +24,7 @@ from itertools import islice
 import duckdb
 
 from recstore.errors import RecstoreError
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.replay.harness import Harness, ProviderSpec, harness_from_source, load_harness
 from recstore.replay.lineage import ReplayWriter, prepare_replay
 from recstore.replay.replay import ReplayReport, error_outcome, provider_for, replay_run
@@ -167,7 +168,7 @@ def replay_stored(
     *,
     workers: int = 1,
     save: bool = True,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> list[ReplayResult]:
     """Replay the stored runs ``run_keys`` and store every replay record with its lineage
     (unless ``save`` is false), through one writer for the whole selection. Sources are read
@@ -186,8 +187,7 @@ def replay_stored(
                 if isinstance(replayed.prepared, Prepared):
                     stored_as = replayed.prepared.key
             results[pos] = ReplayResult(key, stored_as, replayed.report)
-            if progress is not None:
-                progress(done, len(run_keys))
+            progress.update(done, len(run_keys))
         if writer is not None:
             writer.close()
     return results  # type: ignore[return-value] - every position was filled

@@ -89,8 +89,8 @@ def upgrade_layout_1(
 
 def upgrade_pending(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether the store's log was upgraded but its projections not built yet."""
-    row = con.execute("SELECT value FROM meta WHERE key = 'layout'").fetchone()
-    return row is not None and row[0] == _PENDING
+    rows = con.execute("SELECT value FROM meta WHERE key = 'layout'").fetchall()
+    return rows == [(_PENDING,)]
 
 
 def finish_upgrade(con: duckdb.DuckDBPyConnection, rebuild: Callable[[], int]) -> None:

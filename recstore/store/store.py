@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from recstore.errors import InputError, NotFoundError
 from recstore.formats.events import Event, events_to_record
 from recstore.formats.jsontext import dumps_json, loads_json
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES, RawInput, iter_sources
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.store import agentuse_ingest, db, migrate, otlp_io
 from recstore.store.chain import EMPTY_DIGEST, EVENTS_DIGEST_SQL, STREAM_LINE_SQL, batch_hash
 from recstore.store.ingest import (
@@ -173,10 +175,12 @@ class Store:
         format: str | None = None,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         workers: int | None = None,
+        progress: Progress = NO_PROGRESS,
     ) -> IngestSummary:
         """Store every record under ``paths`` (files, directories, globs, ``-``), every agentuse
         session tree and every OTLP/JSON trace file (both auto-detected, or all paths with
-        ``format="agentuse"`` / ``format="otlp"``).
+        ``format="agentuse"`` / ``format="otlp"``); ``progress.update(records, None)`` follows
+        the records read.
 
         ``tags`` are added to every run stored or found identical (a ``tags_changed`` event
         where they change its tags). A record larger than ``max_record_bytes`` is rejected
@@ -197,7 +201,9 @@ class Store:
         with self.writer() as con:
             if workers is None:
                 workers = default_workers(sum(s.size_hint for s in sources))
-            writer = BatchWriter(con, tags=tags, batch_size=batch_size, workers=workers)
+            writer = BatchWriter(
+                con, tags=tags, batch_size=batch_size, workers=workers, progress=progress
+            )
             for tree in trees:
                 agentuse_ingest.ingest_tree(writer, tree)
             return writer.ingest_sources([*traces, *sources])
@@ -256,10 +262,10 @@ class Store:
             writer.flush()
             return writer.summary
 
-    def rebuild(self) -> int:
+    def rebuild(self, progress: Progress = NO_PROGRESS) -> int:
         """Recompute every projection from the event log alone; returns the number of runs."""
         with self.writer() as con:
-            return _rebuild(con)
+            return _rebuild(con, progress)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -331,18 +337,41 @@ class Store:
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
-    def rejects(self) -> list[dict]:
-        """Every stored reject, oldest first."""
+    def run_row(self, run_ref: str) -> dict:
+        """The ``runs`` row of a stored run (its current revision): status, agent, duration,
+        tags and the other columns ``recstore schema`` lists for ``runs``."""
+        with self.reader() as con:
+            cur = con.execute("SELECT * FROM runs WHERE run_key = ?", [_resolve(con, run_ref)])
+            names = [d[0] for d in cur.description]
+            return dict(zip(names, cur.fetchone(), strict=True))
+
+    def rejects(self, limit: int | None = None, since: datetime | None = None) -> list[dict]:
+        """Stored rejects, oldest first: at most ``limit``, rejected at or after ``since``."""
         with self.reader() as con:
             cur = con.execute(
-                "SELECT reject_id, source_uri, line, reason, path, raw_text, rejected_at "
-                "FROM rejects ORDER BY reject_id"
+                "SELECT reject_id, source_uri, line, reason, path, raw_text, raw_size, "
+                "rejected_at FROM rejects WHERE ? IS NULL OR rejected_at >= ? "
+                "ORDER BY reject_id LIMIT ?",
+                [since, since, limit],
             )
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
-    def verify(self) -> VerifyReport:
-        """Check every hash chain and batch, and that a rebuild reproduces the projections.
+    def reject_summary(self, since: datetime | None = None) -> list[dict]:
+        """Rejects counted by reason (most frequent first), with their sources and last time."""
+        with self.reader() as con:
+            cur = con.execute(
+                "SELECT reason, count(*) AS rejects, count(DISTINCT source_uri) AS sources, "
+                "max(rejected_at) AS last_rejected_at FROM rejects "
+                "WHERE ? IS NULL OR rejected_at >= ? GROUP BY reason ORDER BY rejects DESC, reason",
+                [since, since],
+            )
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def verify(self, progress: Progress = NO_PROGRESS) -> VerifyReport:
+        """Check the batch hash chain and every reference of the log, and that a rebuild
+        reproduces the projections (``progress`` follows the runs rebuilt).
 
         The rebuild goes into an in-memory database with the store attached read-only, so
         verify never writes to the store."""
@@ -360,7 +389,8 @@ class Store:
             report.problems.extend(_batch_problems(con))
             for table in PROJECTION_TABLES:
                 con.execute(f"CREATE TABLE memory.main.{table} AS SELECT * FROM {table} LIMIT 0")
-            report.runs = _project_log(con, catalog="memory", log_catalog=_STORE_CATALOG)
+            report.runs = _project_log(con, catalog="memory", log_catalog=_STORE_CATALOG,
+                                       progress=progress)
             report.problems.extend(_projection_problems(con))
         finally:
             con.close()
@@ -432,13 +462,13 @@ def _resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:
     return matches[0][0]
 
 
-def _rebuild(con: duckdb.DuckDBPyConnection) -> int:
+def _rebuild(con: duckdb.DuckDBPyConnection, progress: Progress = NO_PROGRESS) -> int:
     """Replace every projection row by a projection of the log, in one transaction."""
     con.execute("BEGIN TRANSACTION")
     try:
         for table in PROJECTION_TABLES:
             con.execute(f"DELETE FROM {table}")
-        runs = _project_log(con, catalog=None)
+        runs = _project_log(con, catalog=None, progress=progress)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -447,7 +477,10 @@ def _rebuild(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def _project_log(
-    con: duckdb.DuckDBPyConnection, catalog: str | None, log_catalog: str | None = None
+    con: duckdb.DuckDBPyConnection,
+    catalog: str | None,
+    log_catalog: str | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> int:
     """Project the current revision of every stream from its events (in ``log_catalog``, default
     the connection's own) into the projection tables of ``catalog``."""
@@ -461,6 +494,7 @@ def _project_log(
             [TAGS_EVENT],
         ).fetchall()
     )
+    ((total,),) = cur.execute("SELECT count(DISTINCT stream_key) FROM streams").fetchall()
     cur.execute(
         """
         WITH current AS (
@@ -495,6 +529,7 @@ def _project_log(
             for row in table_rows:
                 pending.setdefault((table, len(row)), []).append(row)
         runs += 1
+        progress.update(runs, total)
         if runs % _REBUILD_CHUNK == 0:
             _flush(con, pending, catalog, columns)
     _flush(con, pending, catalog, columns)
