@@ -159,20 +159,29 @@ def _divergence(con: Any, limit: int) -> dict:
 
 
 def _policy_changes(con: Any, limit: int) -> list[dict]:
+    """Differing policy positions whose decision or reason changed (or that one side lacks), by
+    resource and outcome: the fields are read from each entry's event, as the policy_decisions
+    view reads them."""
     return _rows(
         con,
         f"""
+        WITH d AS (SELECT * FROM _cmp_entry_diff WHERE section = 'policy'),
+        outcome AS (
+            SELECT seq, p ->> '$.decision' AS decision, p ->> '$.reason' AS reason,
+                   p ->> '$.resource.kind' AS resource_kind,
+                   p ->> '$.resource.name' AS resource_name
+            FROM (SELECT seq, rs_json(payload) AS p FROM events
+                  WHERE type = 'policy_decision'
+                    AND seq IN (SELECT a_seq FROM d UNION SELECT b_seq FROM d))
+        )
         SELECT coalesce(ea.resource_kind, eb.resource_kind) AS resource_kind,
                coalesce(ea.resource_name, eb.resource_name) AS resource_name,
                ea.decision AS baseline_decision, ea.reason AS baseline_reason,
                eb.decision AS candidate_decision, eb.reason AS candidate_reason,
                count(*) AS changes
-        FROM (SELECT * FROM _cmp_entry_diff WHERE section = 'policy') d
-        JOIN _cmp_pairs p USING (pair_index)
-        LEFT JOIN (SELECT * FROM cmp_entry_features WHERE section = 'policy') ea
-          ON ea.feature_id = p.a_fid AND ea.entry_index = d.entry_index
-        LEFT JOIN (SELECT * FROM cmp_entry_features WHERE section = 'policy') eb
-          ON eb.feature_id = p.b_fid AND eb.entry_index = d.entry_index
+        FROM d
+        LEFT JOIN outcome ea ON ea.seq = d.a_seq
+        LEFT JOIN outcome eb ON eb.seq = d.b_seq
         WHERE NOT (d.in_a AND d.in_b) OR ea.decision IS DISTINCT FROM eb.decision
            OR ea.reason IS DISTINCT FROM eb.reason
         GROUP BY ALL

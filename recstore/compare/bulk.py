@@ -4,6 +4,7 @@
 Example (needs a store with both run sets)::
 
     from recstore.store import Store
+from recstore.store.tables import registered
     c = bulk_compare(Store("runs.duckdb"), baseline="tag.set = 'baseline'",
                      candidate="tag.set = 'candidate'", pair_by="metadata.caseId")
     c.aggregate["flags"]["equal"], c.failed   # ({'equal': 12, 'changed': 588}, False)
@@ -12,7 +13,7 @@ Example (needs a store with both run sets)::
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -22,21 +23,14 @@ import pyarrow as pa
 from recstore.canonical import canonical_json
 from recstore.compare.aggregate import DEFAULT_RULE, ClassificationRule, aggregate, classify
 from recstore.compare.engine import RESULT_COLUMNS, compare_pairs
-from recstore.compare.features import (
-    missing_revisions,
-    record_features,
-    record_fields,
-    store_features,
-    store_fields,
-)
+from recstore.compare.features import resolve_features
 from recstore.compare.ignore import IgnoreSpec, parse_ignore, strip_record
 from recstore.compare.pairing import PairBy, pair_explicit, pair_runs
 from recstore.errors import InputError, NotFoundError
-from recstore.formats.events import events_to_record
-from recstore.query import select_run_keys
+from recstore.query import select_run_key_sets
 from recstore.records import compare_records, resolve_sections
 from recstore.store import Store
-from recstore.store.agentuse_ingest import stored_record
+from recstore.store.tables import registered
 
 __all__ = [
     "PAIR_COLUMNS",
@@ -47,12 +41,12 @@ __all__ = [
     "compare_stored",
 ]
 
-# Records reduced to features per round trip (bounds memory on large stores).
-_FEATURE_CHUNK = 5000
+# One side of an explicit pair: a run reference (its current revision) or (reference, revision).
+RunSide = str | tuple[str, int]
 # Pairs whose tool-call sequences are kept for the report's drill-down (worst first).
 DRILLDOWN_LIMIT = 300
 
-# Per-pair columns of a comparison, as stored in comparison_pairs and exported.
+# Per-pair columns of a comparison, as the comparison_pairs view shows them and exports write.
 PAIR_COLUMNS = [
     "pair_index",
     "pair_key",
@@ -63,6 +57,8 @@ PAIR_COLUMNS = [
     *RESULT_COLUMNS,
     "classification",
 ]
+# What cmp_pairs stores of a result besides the pair's identity (its revisions are seqs).
+_STORED_RESULTS = ", ".join([*RESULT_COLUMNS, "classification"])
 
 
 def aioc_result(row: dict) -> dict:
@@ -143,14 +139,11 @@ class Comparison:
 def _resolve_refs(con: Any, refs: Sequence[str]) -> dict[str, str]:
     """Run key of each ref given as a run key or a unique run id (one query for all)."""
     unique = list(dict.fromkeys(refs))
-    con.register("_cmp_refs", pa.table({"ref": unique}))
-    try:
+    with registered(con, "_cmp_refs", pa.table({"ref": unique})):
         rows = con.execute(
             "SELECT f.ref, list(DISTINCT r.run_key) FROM _cmp_refs f "
             "JOIN runs r ON r.run_key = f.ref OR r.run_id = f.ref GROUP BY f.ref"
         ).fetchall()
-    finally:
-        con.unregister("_cmp_refs")
     found = {ref: keys for ref, keys in rows}
     resolved = {}
     for ref in unique:
@@ -163,116 +156,39 @@ def _resolve_refs(con: Any, refs: Sequence[str]) -> dict[str, str]:
     return resolved
 
 
-def _stored_records(con: Any, revisions: list[tuple[str, str]]) -> Iterator[tuple[str, str, dict]]:
-    """``(run_key, record_hash, record)`` for stored revisions, read in one query per chunk.
-    aioc records come back without their prompt snapshots, request fingerprints and suspended
-    proposals (empty arrays): everything a comparison reads is there."""
-    agentuse = [(k, h) for k, h in revisions if k.startswith("agentuse:")]
-    for key, digest in agentuse:
-        yield key, digest, stored_record(con, key)
-    aioc = [(k, h) for k, h in revisions if not k.startswith("agentuse:")]
-    if not aioc:
-        return
-    con.register(
-        "_cmp_load",
-        pa.table({"run_key": [k for k, _ in aioc], "record_hash": [h for _, h in aioc]}),
-    )
-    try:
-        cursor = con.execute(
-            """
-            SELECT s.stream_key, l.record_hash, e.type, e.payload
-            FROM _cmp_load l
-            JOIN streams s ON s.stream_key = l.run_key AND s.record_hash = unhex(l.record_hash)
-            JOIN events e ON e.seq BETWEEN s.first_seq AND s.last_seq
-            -- features never read prompt snapshots, request fingerprints or suspended
-            -- proposals: leaving them out of the reassembly saves parsing their payloads
-            WHERE e.type NOT IN ('prompt_snapshot', 'request_fingerprint', 'suspended_proposal')
-            ORDER BY e.seq
-            """
-        )
-        head: tuple[str, str] | None = None
-        events: list[tuple[str, str]] = []
-        while batch := cursor.fetchmany(10_000):
-            for key, digest, etype, payload in batch:
-                if head is not None and head != (key, digest):
-                    yield head[0], head[1], events_to_record(events)
-                    events = []
-                head = (key, digest)
-                events.append((etype, payload))
-        if head is not None:
-            yield head[0], head[1], events_to_record(events)
-    finally:
-        con.unregister("_cmp_load")
+def _side(side: RunSide) -> tuple[str, int | None]:
+    """``(ref, revision)`` of one side of an explicit pair (``None``: the current revision)."""
+    if isinstance(side, str):
+        return side, None
+    if (
+        isinstance(side, tuple)
+        and len(side) == 2
+        and isinstance(side[0], str)
+        and type(side[1]) is int
+        and side[1] >= 1
+    ):
+        return side
+    raise InputError(f"a pair side is a run reference or (run reference, revision), not {side!r}")
 
 
-def _ensure_features(con: Any, run_keys: Iterable[str], with_fields: bool) -> None:
-    """Reduce every current revision of ``run_keys`` that has no feature rows yet, and add field
-    rows to the reduced ones that lack them when ``with_fields`` (an ignore of fields)."""
-    con.register("_cmp_keys", pa.table({"run_key": list(dict.fromkeys(run_keys))}))
-    try:
-        revisions = con.execute(
-            "SELECT r.run_key, r.record_hash FROM _cmp_keys k JOIN runs r USING (run_key)"
-        ).fetchall()
-    finally:
-        con.unregister("_cmp_keys")
-    missing = missing_revisions(con, revisions)
-    for start in range(0, len(missing), _FEATURE_CHUNK):
-        chunk = missing[start : start + _FEATURE_CHUNK]
-        features = [
-            record_features(record, run_key=key, record_hash=digest, with_fields=with_fields)
-            for key, digest, record in list(_stored_records(con, chunk))
-        ]
-        store_features(con, features)
-    if with_fields:
-        _ensure_fields(con, revisions)
-
-
-def _ensure_fields(con: Any, revisions: list[tuple[str, str]]) -> None:
-    con.register(
-        "_cmp_revs",
-        pa.table({"run_key": [r[0] for r in revisions], "record_hash": [r[1] for r in revisions]}),
-    )
-    try:
-        lacking = con.execute(
-            "SELECT f.run_key, f.record_hash, min(f.feature_id) FROM _cmp_revs r "
-            "JOIN cmp_run_features f USING (run_key, record_hash) "
-            "GROUP BY ALL HAVING NOT bool_or(f.has_fields) ORDER BY ALL"
-        ).fetchall()
-    finally:
-        con.unregister("_cmp_revs")
-    ids = {(key, digest): fid for key, digest, fid in lacking}
-    for start in range(0, len(lacking), _FEATURE_CHUNK):
-        chunk = [(key, digest) for key, digest, _ in lacking[start : start + _FEATURE_CHUNK]]
-        rows = [
-            (ids[key, digest], *row)
-            for key, digest, record in list(_stored_records(con, chunk))
-            for row in record_fields(record)
-        ]
-        store_fields(con, rows, [ids[k] for k in chunk])
-
-
-def _feature_pairs(con: Any) -> None:
-    """``_cmp_pairs`` from ``_cmp_pairing``: feature ids of each side's current revision."""
-    con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE _cmp_revision AS
-        SELECT r.run_key, r.record_hash, min(f.feature_id) AS feature_id
-        FROM runs r JOIN cmp_run_features f USING (run_key, record_hash)
-        WHERE r.run_key IN (SELECT a_key FROM _cmp_pairing UNION SELECT b_key FROM _cmp_pairing)
-        GROUP BY ALL
-        """
-    )
-    con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE _cmp_pairs AS
-        SELECT p.pair_index, p.pair_key, p.a_key, p.b_key,
-               ra.record_hash AS a_hash, rb.record_hash AS b_hash,
-               ra.feature_id AS a_fid, rb.feature_id AS b_fid
-        FROM _cmp_pairing p
-        JOIN _cmp_revision ra ON ra.run_key = p.a_key
-        JOIN _cmp_revision rb ON rb.run_key = p.b_key
-        """
-    )
+def _explicit_pairs(con: Any, pairs: Sequence[tuple[RunSide, RunSide]]) -> None:
+    """Resolve explicit pairs (refs to run keys, pinned revisions checked) into
+    ``_cmp_pairing``."""
+    sides = [_side(side) for a, b in pairs for side in (a, b)]
+    keys = _resolve_refs(con, [ref for ref, _ in sides])
+    resolved = [(keys[ref], revision) for ref, revision in sides]
+    pinned = sorted({side for side in resolved if side[1] is not None})
+    if pinned:
+        wanted = pa.table({"key": [k for k, _ in pinned], "revision": [r for _, r in pinned]})
+        with registered(con, "_cmp_wanted", wanted):
+            stored = con.execute(
+                "SELECT w.key, w.revision FROM _cmp_wanted w JOIN streams s "
+                "ON s.stream_key = w.key AND s.revision = w.revision"
+            ).fetchall()
+        missing = sorted(set(pinned) - set(stored))
+        if missing:
+            raise NotFoundError(f"run {missing[0][0]} has no revision {missing[0][1]}")
+    pair_explicit(con, list(zip(resolved[::2], resolved[1::2], strict=True)))
 
 
 def _record(con: Any, comparison: Comparison) -> int:
@@ -307,8 +223,9 @@ def _record(con: Any, comparison: Comparison) -> int:
         ],
     )
     con.execute(
-        f"INSERT INTO cmp_pairs (comparison_id, {', '.join(PAIR_COLUMNS)}) "
-        f"SELECT ?, {', '.join(PAIR_COLUMNS)} FROM _cmp_pair_rows",
+        f"INSERT INTO cmp_pairs (comparison_id, pair_index, pair_key, baseline_seq, "
+        f"candidate_seq, {_STORED_RESULTS}) "
+        f"SELECT ?, pair_index, pair_key, a_seq, b_seq, {_STORED_RESULTS} FROM _cmp_pair_rows",
         [comparison_id],
     )
     con.execute(
@@ -324,7 +241,7 @@ def bulk_compare(
     candidate: str | None = None,
     *,
     pair_by: str = "metadata.caseId",
-    pairs: Sequence[tuple[str, str]] | None = None,
+    pairs: Sequence[tuple[RunSide, RunSide]] | None = None,
     ignore: Iterable[str] = (),
     preset: str | None = None,
     include_sections: Iterable[str] | None = None,
@@ -338,95 +255,98 @@ def bulk_compare(
 
     The sets are DSL filters (``recstore.query``; ``None`` = every run) paired by ``pair_by``
     (``metadata.<path>``, ``question``, ``input_scope`` or ``lineage``), or an explicit list of
-    ``(baseline_ref, candidate_ref)`` pairs. Per pair, ``equal``/summary/metrics equal
+    ``(baseline, candidate)`` pairs, each side a run reference (run key or run id: its current
+    revision) or ``(reference, revision)``, which pins an older revision. Per pair, ``equal``/summary/metrics equal
     ``compare_records`` with the same sections; ``ignore``/``preset`` leave fields out
     (:mod:`recstore.compare.ignore`). With ``record`` the comparison is stored in
     ``comparisons``/``comparison_pairs``/``comparison_unpaired`` with the store's last event seq.
 
     Raises:
-        InputError: bad options or filters. NotFoundError: an explicit pair names no stored run.
+        InputError: bad options or filters. NotFoundError: an explicit pair names no stored run
+        or revision.
     """
     spec = parse_ignore(ignore, preset)
     sections = resolve_sections(include_sections, exclude_sections) - spec.sections
     if pairs is None:
         rule_text = str(PairBy.parse(pair_by))
-        selections = [_select(store, text) for text in (baseline, candidate)]
+        selections = select_run_key_sets(store, [baseline or "", candidate or ""])
     else:
         rule_text, selections = "explicit", None
     with store.writer() as con:
         ((snapshot,),) = con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchall()
         if selections is None:
-            refs = _resolve_refs(con, [ref for pair in pairs for ref in pair])
-            pair_explicit(con, [(refs[a], refs[b]) for a, b in pairs])
+            _explicit_pairs(con, pairs)
         else:
             pair_runs(con, selections[0], selections[1], PairBy.parse(pair_by), duplicates)
-        keys = con.execute("SELECT a_key FROM _cmp_pairing UNION SELECT b_key FROM _cmp_pairing")
-        _ensure_features(con, [k for (k,) in keys.fetchall()], spec.needs_fields())
-        _feature_pairs(con)
+        resolve_features(con, spec.needs_fields())
         compare_pairs(con, sections, spec)
         classify(con, rule)
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE _cmp_pair_rows AS "
-            "SELECT p.pair_index, p.pair_key, p.a_key AS baseline_run_key, "
-            "p.b_key AS candidate_run_key, p.a_hash AS baseline_record_hash, "
-            "p.b_hash AS candidate_record_hash, r.* EXCLUDE (pair_index) "
-            "FROM _cmp_pairs p JOIN _cmp_classified r USING (pair_index) ORDER BY p.pair_index"
-        )
-        comparison = Comparison(
-            comparison_id=None,
-            baseline_filter=baseline,
-            candidate_filter=candidate,
-            pair_by=rule_text,
-            duplicates=duplicates,
-            sections=sorted(sections),
-            ignore=spec.paths(),
-            rule=rule,
-            snapshot_seq=snapshot,
-            pairs=con.sql(f"SELECT {', '.join(PAIR_COLUMNS)} FROM _cmp_pair_rows").to_arrow_table(),
-            unpaired=_unpaired(con),
-            aggregate=aggregate(con, seed=seed),
-            drilldown=_drilldown(con, DRILLDOWN_LIMIT),
-        )
-        if record:
-            comparison.comparison_id = _record(con, comparison)
+        rows = _pair_rows(con)
+        with registered(con, "_cmp_pair_rows", rows):
+            comparison = Comparison(
+                comparison_id=None,
+                baseline_filter=baseline,
+                candidate_filter=candidate,
+                pair_by=rule_text,
+                duplicates=duplicates,
+                sections=sorted(sections),
+                ignore=spec.paths(),
+                rule=rule,
+                snapshot_seq=snapshot,
+                pairs=rows.select(PAIR_COLUMNS),
+                unpaired=_unpaired(con),
+                aggregate=aggregate(con, seed=seed),
+                drilldown=_drilldown(con, DRILLDOWN_LIMIT),
+            )
+            if record:
+                comparison.comparison_id = _record(con, comparison)
     return comparison
+
+
+def _pair_rows(con: Any) -> pa.Table:
+    """Every pair's row (:data:`PAIR_COLUMNS`, then the revisions' first seqs and feature ids),
+    in pair order; the record hashes are read from the log."""
+    return con.sql(
+        f"""
+        SELECT p.pair_index, p.pair_key, p.a_key AS baseline_run_key,
+               p.b_key AS candidate_run_key,
+               lower(hex(sa.record_hash)) AS baseline_record_hash,
+               lower(hex(sb.record_hash)) AS candidate_record_hash,
+               {", ".join(f"r.{c}" for c in RESULT_COLUMNS)}, r.classification,
+               p.a_seq, p.b_seq, p.a_fid, p.b_fid
+        FROM _cmp_pairs p
+        JOIN _cmp_classified r USING (pair_index)
+        JOIN streams sa ON sa.first_seq = p.a_seq
+        JOIN streams sb ON sb.first_seq = p.b_seq
+        ORDER BY p.pair_index
+        """
+    ).to_arrow_table()
 
 
 def _drilldown(con: Any, limit: int) -> list[dict]:
     """The worst pairs (fail, then warn, then pass) with both tool-call sequences."""
+    order = (
+        "CASE classification WHEN 'fail' THEN 0 WHEN 'warn' THEN 1 ELSE 2 END, "
+        "difference_count DESC, pair_index"
+    )
     cursor = con.execute(
         f"""
-        WITH chosen AS (
-            SELECT pair_index FROM _cmp_pair_rows
-            ORDER BY CASE classification WHEN 'fail' THEN 0 WHEN 'warn' THEN 1 ELSE 2 END,
-                     difference_count DESC, pair_index
-            LIMIT {int(limit)}
+        WITH chosen AS (SELECT * FROM _cmp_pair_rows ORDER BY {order} LIMIT {int(limit)}),
+        tools AS (
+            SELECT feature_id, list(name ORDER BY call_index) AS names FROM cmp_call_features
+            WHERE feature_id IN (SELECT a_fid FROM chosen UNION SELECT b_fid FROM chosen)
+            GROUP BY feature_id
         )
-        SELECT c.pair_index,
-               (SELECT list(f.name ORDER BY f.call_index) FROM cmp_call_features f
-                WHERE f.feature_id = p.a_fid) AS baseline_tools,
-               (SELECT list(f.name ORDER BY f.call_index) FROM cmp_call_features f
-                WHERE f.feature_id = p.b_fid) AS candidate_tools
-        FROM chosen c JOIN _cmp_pairs p USING (pair_index)
+        SELECT {", ".join(f"c.{name}" for name in PAIR_COLUMNS)},
+               coalesce(ta.names, []) AS baseline_tools, coalesce(tb.names, []) AS candidate_tools
+        FROM chosen c
+        LEFT JOIN tools ta ON ta.feature_id = c.a_fid
+        LEFT JOIN tools tb ON tb.feature_id = c.b_fid
+        ORDER BY {order}
         """
     )
-    sequences = {row[0]: row[1:] for row in cursor.fetchall()}
-    rows = con.execute(
-        "SELECT * FROM _cmp_pair_rows WHERE pair_index IN (SELECT unnest(?))",
-        [list(sequences)],
-    )
-    names = [d[0] for d in rows.description]
-    out = []
-    for values in rows.fetchall():
-        row = dict(zip(names, values, strict=True))
-        baseline_tools, candidate_tools = sequences[row["pair_index"]]
-        row["baseline_tools"] = baseline_tools or []
-        row["candidate_tools"] = candidate_tools or []
-        out.append(row)
-    rank = {"fail": 0, "warn": 1, "pass": 2}
-    return sorted(
-        out, key=lambda r: (rank[r["classification"]], -r["difference_count"], r["pair_index"])
-    )
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def _unpaired(con: Any) -> list[dict]:
@@ -435,10 +355,6 @@ def _unpaired(con: Any) -> list[dict]:
         dict(zip(("side", "runKey", "pairKey", "reason"), row, strict=True))
         for row in cursor.fetchall()
     ]
-
-
-def _select(store: Store, dsl_filter: str | None) -> list[str]:
-    return select_run_keys(store, dsl_filter or "")
 
 
 def compare_pair(

@@ -66,11 +66,11 @@ def _align_calls(con: Any, compare_outputs: bool) -> None:
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _cmp_call_pos AS
-        WITH a AS (SELECT p.pair_index, c.call_index, c.name, c.args_key, c.has_output,
+        WITH a AS (SELECT p.pair_index, c.call_index, c.name, c.args_hash, c.has_output,
                           c.output_key
                    FROM _cmp_pair_runs p JOIN cmp_call_features c ON c.feature_id = p.a_fid
                    WHERE p.calls_differ),
-             b AS (SELECT p.pair_index, c.call_index, c.name, c.args_key, c.has_output,
+             b AS (SELECT p.pair_index, c.call_index, c.name, c.args_hash, c.has_output,
                           c.output_key
                    FROM _cmp_pair_runs p JOIN cmp_call_features c ON c.feature_id = p.b_fid
                    WHERE p.calls_differ),
@@ -78,8 +78,8 @@ def _align_calls(con: Any, compare_outputs: bool) -> None:
                 SELECT coalesce(a.pair_index, b.pair_index) AS pair_index,
                        coalesce(a.call_index, b.call_index) AS call_index,
                        a.call_index IS NOT NULL AS in_a, b.call_index IS NOT NULL AS in_b,
-                       a.name AS name_a, b.name AS name_b, a.args_key AS args_a,
-                       b.args_key AS args_b, a.has_output AS has_output_a,
+                       a.name AS name_a, b.name AS name_b, a.args_hash AS args_a,
+                       b.args_hash AS args_b, a.has_output AS has_output_a,
                        b.has_output AS has_output_b, a.output_key AS output_a,
                        b.output_key AS output_b
                 FROM a FULL OUTER JOIN b
@@ -118,52 +118,39 @@ def _fingerprints(section_fields: dict[str, frozenset[str]]) -> str:
     """
 
 
-def _entry_diff_by_keys(section: str) -> str:
-    """Differing positions of one section from the per-run key arrays (no positional join): for
-    pairs whose sequences differ, the indexes where the two keys are distinct (or one is
-    missing)."""
-    return f"""
-        SELECT pair_index, '{section}' AS section, entry_index::INTEGER AS entry_index,
-               entry_index < len(ka) AS in_a, entry_index < len(kb) AS in_b
-        FROM (SELECT p.pair_index, ra.{section}_keys AS ka, rb.{section}_keys AS kb,
-                     unnest(list_filter(range(greatest(len(ra.{section}_keys),
-                                                       len(rb.{section}_keys))),
-                                        lambda i: ra.{section}_keys[i + 1]
-                                                  IS DISTINCT FROM rb.{section}_keys[i + 1]))
-                         AS entry_index
-              FROM _cmp_pair_runs p
-              JOIN cmp_run_features ra ON ra.feature_id = p.a_fid
-              JOIN cmp_run_features rb ON rb.feature_id = p.b_fid
-              WHERE p.{section}_differ)
-    """
-
-
-def _entry_diff_by_fields(section: str, fields: frozenset[str]) -> str:
-    """Differing positions of one section with ignored fields: entries are compared by the
-    fingerprint of their remaining fields (positionally, by full outer join)."""
-    count = "policy_count" if section == "policy" else "guardrail_count"
+def _entry_diff(section: str, fields: frozenset[str]) -> str:
+    """Differing positions of one section, by a positional full outer join of both sides'
+    entries: exact, an entry is its key, and only pairs whose whole sequences differ are
+    aligned; with ignored fields, an object entry is the fingerprint of its other fields and
+    every pair with entries is aligned. Each row keeps the event seq of both entries."""
+    if fields:
+        fingerprint = """CASE WHEN e.is_object THEN coalesce(f.fp, hash(''))
+                              ELSE hash(e.entry_key) END"""
+        fields_join = f"""LEFT JOIN ({_fingerprints({section: fields})}) f
+                          USING (feature_id, section, entry_index)"""
+        count = "policy_count" if section == "policy" else "guardrail_count"
+        detail = f"{count}_a + {count}_b > 0"
+    else:
+        fingerprint, fields_join, detail = "e.entry_key", "", f"{section}_differ"
     return f"""
         SELECT * FROM (
-            WITH e AS (
-                SELECT e.feature_id, e.entry_index,
-                       CASE WHEN e.is_object THEN coalesce(f.fp, hash(''))
-                            ELSE hash(e.entry_key) END AS fp
-                FROM cmp_entry_features e
-                LEFT JOIN ({_fingerprints({section: fields})}) f
-                       USING (feature_id, section, entry_index)
+            WITH detail AS (SELECT pair_index, a_fid, b_fid FROM _cmp_pair_runs WHERE {detail}),
+            e AS (
+                SELECT e.feature_id, e.entry_index, e.event_seq, {fingerprint} AS fp
+                FROM cmp_entry_features e {fields_join}
                 WHERE e.section = '{section}'
+                  AND e.feature_id IN (SELECT a_fid FROM detail UNION SELECT b_fid FROM detail)
             ),
-            detail AS (SELECT pair_index, a_fid, b_fid FROM _cmp_pair_runs
-                       WHERE {count}_a + {count}_b > 0),
-            a AS (SELECT p.pair_index, e.entry_index, e.fp
+            a AS (SELECT p.pair_index, e.entry_index, e.event_seq, e.fp
                   FROM detail p JOIN e ON e.feature_id = p.a_fid),
-            b AS (SELECT p.pair_index, e.entry_index, e.fp
+            b AS (SELECT p.pair_index, e.entry_index, e.event_seq, e.fp
                   FROM detail p JOIN e ON e.feature_id = p.b_fid)
             SELECT coalesce(a.pair_index, b.pair_index) AS pair_index,
                    '{section}' AS section,
                    coalesce(a.entry_index, b.entry_index) AS entry_index,
                    a.entry_index IS NOT NULL AS in_a,
-                   b.entry_index IS NOT NULL AS in_b
+                   b.entry_index IS NOT NULL AS in_b,
+                   a.event_seq AS a_seq, b.event_seq AS b_seq
             FROM a FULL OUTER JOIN b
               ON a.pair_index = b.pair_index AND a.entry_index = b.entry_index
             WHERE a.entry_index IS NULL OR b.entry_index IS NULL OR a.fp <> b.fp
@@ -175,11 +162,8 @@ def _align_entries(con: Any, ignore: IgnoreSpec) -> None:
     """``_cmp_entry_diff``: policy and guardrail positions that differ (missing on one side,
     or unequal), per section by keys (exact) or by field fingerprints (fields ignored)."""
     parts = [
-        _entry_diff_by_fields(section, fields) if fields else _entry_diff_by_keys(section)
-        for section, fields in (
-            ("policy", ignore.policy_fields),
-            ("guardrails", ignore.guardrail_fields),
-        )
+        _entry_diff("policy", ignore.policy_fields),
+        _entry_diff("guardrails", ignore.guardrail_fields),
     ]
     con.execute("CREATE OR REPLACE TEMP TABLE _cmp_entry_diff AS " + " UNION ALL ".join(parts))
 

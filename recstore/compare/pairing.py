@@ -30,8 +30,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from recstore.records.keys import key_of
 from recstore.errors import InputError
+from recstore.records.keys import key_of
+from recstore.store.tables import registered
 
 __all__ = ["DUPLICATE_RULES", "PairBy", "pair_explicit", "pair_runs"]
 
@@ -96,102 +97,103 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _side_table(con: Any, baseline: Sequence[str], candidate: Sequence[str]) -> None:
-    con.register(
-        "_cmp_side_in",
-        pa.table(
-            {
-                "side": ["baseline"] * len(baseline) + ["candidate"] * len(candidate),
-                "run_key": list(baseline) + list(candidate),
-            }
-        ),
-    )
-    con.execute("CREATE OR REPLACE TEMP TABLE _cmp_side AS SELECT DISTINCT * FROM _cmp_side_in")
-    con.unregister("_cmp_side_in")
-
-
 def pair_runs(
     con: Any,
-    baseline: Sequence[str],
-    candidate: Sequence[str],
+    baseline: pa.Table,
+    candidate: pa.Table,
     pair_by: PairBy,
     duplicates: str = "latest",
 ) -> None:
-    """Pair two run-key sets; writes temp tables ``_cmp_pairing(pair_index, pair_key, a_key,
-    b_key)`` and ``_cmp_unpaired_runs(side, run_key, pair_key, reason)``."""
+    """Pair two run-key sets (one-column ``run_key`` Arrow tables); writes temp tables
+    ``_cmp_pairing(pair_index, pair_key, a_key, b_key, a_rev, b_rev)`` (revisions NULL: the
+    current ones) and ``_cmp_unpaired_runs(side, run_key, pair_key, reason)``."""
     if duplicates not in DUPLICATE_RULES:
         raise InputError(f"--duplicates {duplicates!r}: use latest or all")
-    _side_table(con, baseline, candidate)
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _cmp_keyed AS
-        WITH keyed AS (
-            SELECT s.side, s.run_key,
-                   CASE WHEN s.side = 'baseline' THEN {pair_by.key_sql("baseline")}
-                        ELSE {pair_by.key_sql("candidate")} END AS pair_key,
-                   r.started_text, r.last_seq
-            FROM _cmp_side s JOIN runs r USING (run_key)
+    with registered(con, "_cmp_baseline_in", baseline), registered(
+        con, "_cmp_candidate_in", candidate
+    ):
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE _cmp_keyed AS
+            WITH sides AS (SELECT DISTINCT 'baseline' AS side, run_key FROM _cmp_baseline_in
+                           UNION ALL
+                           SELECT DISTINCT 'candidate' AS side, run_key FROM _cmp_candidate_in),
+            keyed AS (
+                SELECT s.side, s.run_key,
+                       CASE WHEN s.side = 'baseline' THEN {pair_by.key_sql("baseline")}
+                            ELSE {pair_by.key_sql("candidate")} END AS pair_key,
+                       r.started_text, r.last_seq
+                FROM sides s JOIN proj_runs r USING (run_key)
+            )
+            SELECT *,
+                   row_number() OVER (PARTITION BY side, pair_key
+                                      ORDER BY started_text DESC NULLS LAST, last_seq DESC)
+                       AS rank,
+                   count(*) OVER (PARTITION BY side, pair_key) AS copies,
+                   count(*) OVER (PARTITION BY pair_key)
+                       - count(*) OVER (PARTITION BY side, pair_key) AS others
+            FROM keyed
+            """
         )
-        SELECT *,
-               row_number() OVER (PARTITION BY side, pair_key
-                                  ORDER BY started_text DESC NULLS LAST, last_seq DESC) AS rank,
-               count(*) OVER (PARTITION BY side, pair_key) AS copies
-        FROM keyed
-        """
-    )
     latest = duplicates == "latest"
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _cmp_pairing AS
         SELECT (row_number() OVER (ORDER BY a.pair_key, a.run_key, b.run_key) - 1)::INTEGER
                    AS pair_index,
-               a.pair_key, a.run_key AS a_key, b.run_key AS b_key
+               a.pair_key, a.run_key AS a_key, b.run_key AS b_key,
+               NULL::INTEGER AS a_rev, NULL::INTEGER AS b_rev
         FROM _cmp_keyed a JOIN _cmp_keyed b
           ON a.pair_key = b.pair_key AND a.side = 'baseline' AND b.side = 'candidate'
         WHERE a.pair_key IS NOT NULL {"AND a.rank = 1 AND b.rank = 1" if latest else ""}
         """
     )
+    # others: runs with the same key on the other side (the window of all sides minus this one)
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _cmp_unpaired_runs AS
         SELECT side, run_key, pair_key,
                CASE WHEN pair_key IS NULL THEN 'no_key'
                     WHEN {"rank > 1" if latest else "FALSE"} THEN 'duplicate_dropped'
-                    WHEN NOT EXISTS (SELECT 1 FROM _cmp_keyed o
-                                     WHERE o.pair_key = k.pair_key AND o.side <> k.side)
-                         THEN 'no_match'
+                    WHEN others = 0 THEN 'no_match'
                     ELSE '{"duplicate_kept" if latest else "duplicate_paired"}'
                END AS reason
-        FROM _cmp_keyed k
-        WHERE pair_key IS NULL OR copies > 1
-           OR NOT EXISTS (SELECT 1 FROM _cmp_keyed o
-                          WHERE o.pair_key = k.pair_key AND o.side <> k.side)
+        FROM _cmp_keyed
+        WHERE pair_key IS NULL OR copies > 1 OR others = 0
         ORDER BY side, pair_key, run_key
         """
     )
 
 
-def pair_explicit(con: Any, pairs: Sequence[tuple[str, str]]) -> None:
-    """Pairs given as ``(baseline_run_key, candidate_run_key)``, kept in the given order (the same
-    run may appear in several pairs, on either side)."""
-    con.register(
-        "_cmp_explicit_in",
-        pa.table(
-            {
-                "pair_index": list(range(len(pairs))),
-                "a_key": [a for a, _ in pairs],
-                "b_key": [b for _, b in pairs],
-            },
-            schema=pa.schema(
-                [("pair_index", pa.int32()), ("a_key", pa.string()), ("b_key", pa.string())]
-            ),
+def pair_explicit(
+    con: Any, pairs: Sequence[tuple[tuple[str, int | None], tuple[str, int | None]]]
+) -> None:
+    """Pairs given as ``((baseline_run_key, revision), (candidate_run_key, revision))``
+    (revision ``None``: the current one), kept in the given order (the same run may appear in
+    several pairs, on either side)."""
+    explicit = pa.table(
+        {
+            "pair_index": list(range(len(pairs))),
+            "a_key": [a for (a, _), _ in pairs],
+            "b_key": [b for _, (b, _) in pairs],
+            "a_rev": [rev for (_, rev), _ in pairs],
+            "b_rev": [rev for _, (_, rev) in pairs],
+        },
+        schema=pa.schema(
+            [
+                ("pair_index", pa.int32()),
+                ("a_key", pa.string()),
+                ("b_key", pa.string()),
+                ("a_rev", pa.int32()),
+                ("b_rev", pa.int32()),
+            ]
         ),
     )
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE _cmp_pairing AS "
-        "SELECT pair_index, NULL::VARCHAR AS pair_key, a_key, b_key FROM _cmp_explicit_in"
-    )
-    con.unregister("_cmp_explicit_in")
+    with registered(con, "_cmp_explicit_in", explicit):
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE _cmp_pairing AS SELECT pair_index, "
+            "NULL::VARCHAR AS pair_key, a_key, b_key, a_rev, b_rev FROM _cmp_explicit_in"
+        )
     con.execute(
         "CREATE OR REPLACE TEMP TABLE _cmp_unpaired_runs (side VARCHAR, run_key VARCHAR, "
         "pair_key VARCHAR, reason VARCHAR)"

@@ -4,12 +4,13 @@ for another engine. The CLI and the compare/sweep layers call only these functio
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import pyarrow as pa
 from sqlglot import exp
 
 from recstore.errors import InputError
@@ -155,13 +156,32 @@ def select_run_keys(store: Store, dsl_filter: str, params: Mapping[str, Any] | N
         return [row[0] for row in con.execute(tree.sql(dialect="duckdb", comments=False)).fetchall()]
 
 
-def run_key_tree(query: CompiledQuery) -> exp.Query:
-    """The ``run_key`` column of ``query``'s rows (distinct, ordered)."""
+def select_run_key_sets(store: Store, dsl_filters: Sequence[str],
+                        params: Mapping[str, Any] | None = None,
+                        now: datetime | None = None) -> list[pa.Table]:
+    """The run keys each filter selects, as one-column (``run_key``) Arrow tables, distinct and
+    in no particular order, read in one locked-down connection: what bulk compare pairs, with no
+    Python object per run."""
+    with open_reader(store) as con:
+        catalog = catalog_from_connection(con)
+        return [
+            con.sql(run_key_tree(compile_query(text, catalog, params, now), ordered=False)
+                    .sql(dialect="duckdb", comments=False)).to_arrow_table()
+            for text in dsl_filters
+        ]
+
+
+def run_key_tree(query: CompiledQuery, ordered: bool = True) -> exp.Query:
+    """The ``run_key`` column of ``query``'s rows (distinct; ``ordered``: in the query's own
+    order, else by run key)."""
     tree = query.tree
     from_table = tree.args["from_"].this if isinstance(tree, exp.Select) else None
     if query.language == "dsl" and isinstance(from_table, exp.Table) and from_table.name == "runs":
         keys = tree.copy()
         keys.set("expressions", [exp.column("run_key", table="runs")])
-        return keys if keys.args.get("order") else keys.order_by(exp.column("run_key", "runs"))
-    return (exp.select("run_key").distinct().from_(tree.subquery("q"))
-            .order_by(exp.column("run_key")))
+        # a limit without an order takes the first runs by run key, ordered or not
+        if keys.args.get("order") or not (ordered or keys.args.get("limit")):
+            return keys
+        return keys.order_by(exp.column("run_key", "runs"))
+    keys = exp.select("run_key").distinct().from_(tree.subquery("q"))
+    return keys.order_by(exp.column("run_key")) if ordered else keys

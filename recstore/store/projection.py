@@ -22,9 +22,9 @@ from recstore.formats.jsontext import int32 as _int
 from recstore.records import RecordAnalysis, analyze
 from recstore.records.keys import (
     RunKeys,
-    call_output_key,
+    call_keys,
     calls_key,
-    key_of,
+    entry_keys,
     sequence_key,
     text_key,
 )
@@ -336,9 +336,7 @@ def _tool_call_rows(a: RecordAnalysis, ctx: RunContext, first_item_seq: int) -> 
                 join.call_item_index,
                 join.output_item_index,
                 None if arguments is None else dumps_json(arguments),
-                bytes.fromhex(call["argsHash"]),
-                bool(call.get("hasOutput")),
-                call_output_key(call),
+                *call_keys(call),
                 join.envelope_status,
                 _text(join.envelope_code),
                 _int(join.request_turn),
@@ -421,7 +419,7 @@ def _entry_rows(
     say, i.e. the comparison key of each entry and, for policies, the handoff basis."""
     first = base.get(ARRAY_EVENT_TYPES[key], 0)
     rows = []
-    for i, element in enumerate(_list(record, key)):
+    for i, (entry_key, is_object) in enumerate(entry_keys(_list(record, key))):
         head = (ctx.run_key, i) if basis is None else (ctx.run_key, i, basis.get(i))
-        rows.append((*head, first + i, key_of(element), isinstance(element, dict)))
+        rows.append((*head, first + i, entry_key, is_object))
     return rows
