@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import errno
 import glob
 import gzip
@@ -32,7 +33,15 @@ from typing import IO, Any
 from recstore.errors import InputError
 from recstore.formats.jsontext import parse_json_bytes
 
-__all__ = ["DEFAULT_MAX_RECORD_BYTES", "RawInput", "SourceFile", "iter_inputs", "iter_sources"]
+__all__ = [
+    "DEFAULT_MAX_RECORD_BYTES",
+    "PENDING",
+    "RawInput",
+    "SourceFile",
+    "iter_inputs",
+    "iter_sources",
+    "parse_input",
+]
 
 STDIN = "-"
 _JSON_SUFFIXES = (".json",)
@@ -57,6 +66,37 @@ class RawInput:
     data: bytes | None = None
     sha256: bytes | None = None
     size: int | None = None
+    complete: bool = True  # the line ended with a newline (NDJSON)
+
+
+class _Unparsed(enum.Enum):
+    PENDING = "pending"
+
+
+# The value of a RawInput read but not parsed yet (see SourceFile.units and parse_input); an
+# enum member, so it stays itself when pickled to a worker process.
+PENDING: Any = _Unparsed.PENDING
+
+
+def parse_input(raw: RawInput) -> RawInput:
+    """``raw`` with its data parsed (``value``) or the reason it is not JSON (``error``); inputs
+    already parsed or refused are returned as they are. Pure, so it can run in a worker."""
+    if raw.value is not PENDING:
+        return raw
+    data = raw.data or b""
+    value, error = parse_json_bytes(data)
+    if error is None:
+        return RawInput(raw.source_uri, raw.line, None, value, data=data)
+    if not raw.complete:
+        error = f"truncated last line (no newline at end): {error}"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return RawInput(
+            raw.source_uri, raw.line, data.decode("utf-8", "replace"), error=error,
+            raw=bytes(data), data=data,
+        )
+    return RawInput(raw.source_uri, raw.line, text.rstrip("\r\n"), error=error, data=data)
 
 
 class _HashingReader(io.RawIOBase):
@@ -112,8 +152,22 @@ class SourceFile:
         self.sha256: str | None = None
         self.size_bytes: int | None = None
 
+    @property
+    def size_hint(self) -> int:
+        """Bytes on disk before reading (0 for stdin or what cannot be inspected)."""
+        try:
+            return self.path.stat().st_size if self.path is not None and not self.problem else 0
+        except OSError:
+            return 0
+
     def inputs(self) -> Iterator[RawInput]:
         """Yield every value of this source, in order, with its 1-based line (NDJSON only)."""
+        for raw in self.units():
+            yield parse_input(raw)
+
+    def units(self) -> Iterator[RawInput]:
+        """Like :meth:`inputs`, but values are left unparsed (``PENDING``) for the caller to
+        parse with :func:`parse_input`, perhaps in another process."""
         if self.problem is not None:
             yield RawInput(self.uri, None, None, error=self.problem, data=b"")
             return
@@ -156,23 +210,14 @@ class SourceFile:
                 continue
             if not data.strip():
                 continue
-            item = self._document(data, line_no)
-            if item.error and not data.endswith(b"\n"):
-                item = RawInput(
-                    item.source_uri,
-                    item.line,
-                    item.text,
-                    error=f"truncated last line (no newline at end): {item.error}",
-                    raw=item.raw,
-                    data=data,
-                )
-            yield item
+            yield RawInput(self.uri, line_no, None, PENDING, data=data,
+                           complete=data.endswith(b"\n"))
 
     def _whole(self, stream: IO[bytes]) -> RawInput:
         data = stream.read(self.max_record_bytes + 1)
         if len(data) > self.max_record_bytes:
             return self._oversized(data, lambda n: stream.read(_READ_CHUNK), None)
-        return self._document(data, None)
+        return RawInput(self.uri, None, None, PENDING, data=data)
 
     def _oversized(self, head: bytes, read_more, line: int | None) -> RawInput:
         """An input over the size limit: the rest is read (to hash it) but never held."""
@@ -195,20 +240,6 @@ class SourceFile:
             ),
             data=kept, sha256=digest.digest(), size=size,
         )
-
-    def _document(self, data: bytes, line: int | None) -> RawInput:
-        value, error = parse_json_bytes(data)
-        if error is None:
-            return RawInput(self.uri, line, None, value, data=data)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            return RawInput(
-                self.uri, line, data.decode("utf-8", "replace"), error=error, raw=bytes(data),
-                data=data,
-            )
-        return RawInput(self.uri, line, text.rstrip("\r\n"), error=error, data=data)
-
 
 def _os_reason(exc: BaseException) -> str:
     """``Permission denied`` rather than ``[Errno 13] Permission denied: '/x'``."""

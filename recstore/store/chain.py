@@ -8,7 +8,7 @@ which is how ``recstore verify`` checks a store without reading it through Pytho
 
 Example:
     >>> d = Digest()
-    >>> d.add_event("aioc:r", 0, 1, "run_started", None, None, "{}")
+    >>> d.add_line_digests([line_digest("aioc:r", 0, 1, "run_started", None, None, "{}")])
     >>> h = batch_hash(None, 1, 1, d.hexdigest(), EMPTY_DIGEST)
     >>> len(h)
     32
@@ -20,21 +20,24 @@ import hashlib
 
 __all__ = [
     "EMPTY_DIGEST",
+    "EVENTS_DIGEST_SQL",
     "EVENT_LINE_SQL",
     "STREAM_LINE_SQL",
     "Digest",
     "batch_hash",
+    "line_digest",
 ]
 
 _FIELD = "\x1f"
 _END = "\x1e"
 EMPTY_DIGEST = hashlib.sha256(b"").hexdigest()
 
-# The same lines in SQL, over the events and streams tables (NULLs as empty fields).
+# The same in SQL, over the events and streams tables (NULLs as empty fields).
 EVENT_LINE_SQL = (
     "concat_ws(chr(31), stream_key, stream_pos::VARCHAR, revision::VARCHAR, type, "
     "coalesce(idx::VARCHAR, ''), coalesce(turn::VARCHAR, ''), payload) || chr(30)"
 )
+EVENTS_DIGEST_SQL = f"sha256(string_agg(sha256({EVENT_LINE_SQL}), '' ORDER BY seq))"
 STREAM_LINE_SQL = (
     "concat_ws(chr(31), stream_key, revision::VARCHAR, run_id, format, hex(record_hash), "
     "first_seq::VARCHAR, last_seq::VARCHAR, event_count::VARCHAR, source_id::VARCHAR, "
@@ -46,28 +49,34 @@ def _field(value: int | None) -> str:
     return "" if value is None else str(value)
 
 
+def line_digest(
+    stream_key: str,
+    stream_pos: int,
+    revision: int,
+    etype: str,
+    idx: int | None,
+    turn: int | None,
+    payload: str,
+) -> str:
+    """sha256 (hex) of one event's line: what the batch digest is made of. Computed where the
+    event is prepared (perhaps a worker process), so the writer only joins them."""
+    line = _FIELD.join(
+        (stream_key, str(stream_pos), str(revision), etype, _field(idx), _field(turn), payload)
+    )
+    return hashlib.sha256((line + _END).encode("utf-8")).hexdigest()
+
+
 class Digest:
-    """Running sha256 of a batch's event lines or stream lines, in append order."""
+    """A batch's digest of event lines (sha256 over their line digests, in seq order) or of
+    stream lines (sha256 over the lines themselves, in append order)."""
 
     def __init__(self) -> None:
         self._sha = hashlib.sha256()
         self.count = 0
 
-    def add_event(
-        self,
-        stream_key: str,
-        stream_pos: int,
-        revision: int,
-        etype: str,
-        idx: int | None,
-        turn: int | None,
-        payload: str,
-    ) -> None:
-        line = _FIELD.join(
-            (stream_key, str(stream_pos), str(revision), etype, _field(idx), _field(turn), payload)
-        )
-        self._sha.update((line + _END).encode("utf-8"))
-        self.count += 1
+    def add_line_digests(self, digests: list[str]) -> None:
+        self._sha.update("".join(digests).encode("ascii"))
+        self.count += len(digests)
 
     def add_stream(
         self,

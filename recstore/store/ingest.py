@@ -30,20 +30,19 @@ from typing import Any, NamedTuple, Protocol
 import duckdb
 import pyarrow as pa
 
-from recstore.canonical import canonical_bytes, canonical_object_bytes, json_type_name
 from recstore.errors import InputError
-from recstore.formats.aioc import validate_run_record
-from recstore.formats.events import FAMILY_OF, Event, record_to_events
+from recstore.formats.events import FAMILY_OF, Event
 from recstore.formats.jsontext import dumps_json, loads_json
 from recstore.formats.reader import RawInput
-from recstore.store.chain import EMPTY_DIGEST, Digest, batch_hash
+from recstore.store.chain import EMPTY_DIGEST, Digest, batch_hash, line_digest
+from recstore.store.prepare import Prepared, Preparer, Refused, run_key_for, utf8_safe
 from recstore.store.projection import (
     COLUMNS,
     PROJECTION_TABLES,
+    SEQ_COLUMNS,
     Projection,
     RunContext,
     columns_for,
-    project_record,
 )
 from recstore.store.tables import StagedInsert, insert_columns, stage_columns
 
@@ -63,6 +62,8 @@ DEFAULT_BATCH_SIZE = 2000
 CHUNK_SIZE = 1000
 # A batch is committed early once it holds this much payload text, so memory stays bounded.
 BATCH_BYTES = 64 * 2**20
+# How much log the write-ahead file may hold before DuckDB checkpoints it into the store.
+CHECKPOINT_BYTES = "1GB"
 # A single record (line) larger than this is rejected unread (`--max-record-bytes`).
 DEFAULT_MAX_RECORD_BYTES = 64 * 2**20
 # IngestSummary.rejects lists at most this many (memory stays flat on a file of bad lines).
@@ -91,20 +92,6 @@ SOURCE_RESULT_COLUMNS = (
     "source_id", "sha256", "size_bytes", "status", "record_count", "accepted", "revised",
     "duplicate", "rejected", "batch_id", "finished_at",
 )
-
-
-def _utf8_safe(text: str) -> str:
-    """``text`` with lone surrogates as U+FFFD (keys and ids must be storable UTF-8)."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
-def run_key_for(fmt: str, run_id: str) -> str:
-    """Store key of a run: ``aioc:<runId>`` / ``agentuse:<sessionId>``."""
-    return _utf8_safe(f"{fmt}:{run_id}")
 
 
 def _now() -> datetime:
@@ -194,31 +181,6 @@ def ingest_memory_limit() -> str:
     return value
 
 
-def record_hash(record: dict, item_canons: list[bytes]) -> bytes:
-    """sha256 of aioc's canonical JSON of ``record`` (32 bytes), reusing its items' canonical
-    JSON when the whole record cannot take the fast path in one piece."""
-    whole = canonical_bytes(record, fast_only=True)
-    if whole is None:
-        members = {
-            key: (b"[" + b",".join(item_canons) + b"]") if key == "items" else canonical_bytes(v)
-            for key, v in record.items()
-        }
-        whole = canonical_object_bytes(members)
-    return hashlib.sha256(whole).digest()
-
-
-class Prepared(NamedTuple):
-    """A valid record, hashed and decomposed, ready to be stored (or found identical)."""
-
-    record: dict
-    raw: RawInput
-    key: str
-    run_id: str
-    record_hash: bytes
-    events: list[Event]
-    item_canons: list[bytes]
-
-
 class _Stream(NamedTuple):
     """What the writer knows of a stored stream: its current revision and tags."""
 
@@ -258,7 +220,8 @@ class _Batch:
         # events by kind (run, item, entry, file): stored grouped so scans of a kind are cheap
         self.events: list[list[tuple]] = [[], [], [], []]
         self.streams: list[tuple] = []
-        self.projections: dict[str, Projection] = {}  # run key -> its rows (latest revision)
+        # run key -> its rows (latest revision) and what to add to their event seqs
+        self.projections: dict[str, tuple[Projection, int]] = {}
         self.replaced: set[str] = set()  # runs whose rows from earlier batches are replaced
         self.tag_updates: dict[str, str] = {}  # run key -> tags JSON, for rows already stored
         self.lineage: list[tuple] = []
@@ -266,7 +229,7 @@ class _Batch:
         self.source_files: list[tuple] = []
         self.source_results: list[tuple] = []
         self.counts = {"accepted": 0, "revised": 0, "duplicate": 0, "rejected": 0}
-        self.events_digest = Digest()
+        self.events_digest = Digest()  # of the line digests, in seq order
         self.streams_digest = Digest()
         self.first_seq: int | None = None
         self.payload_bytes = 0
@@ -289,11 +252,18 @@ class BatchWriter:
         *,
         tags: dict[str, str] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        workers: int = 0,
     ) -> None:
         self._con = con
+        self._preparer = Preparer(workers)
         # DuckDB would otherwise cache up to 80 % of RAM in written pages, so an ingest's memory
         # grew with its input; this bound keeps it flat.
         con.execute(f"SET memory_limit = '{ingest_memory_limit()}'")
+        # Every checkpoint rewrites the partly filled row groups of each table and frees the old
+        # blocks, which DuckDB never returns: with its 16 MB default an ingest left a third of
+        # the file free. Checkpointing once per ~1 GB of log (and when the writer closes) keeps
+        # the file at the size of its data.
+        con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_BYTES}'")
         # the batch being committed in the background, and what made its commit fail
         self._commit_thread: threading.Thread | None = None
         self._commit_error: BaseException | None = None
@@ -338,7 +308,7 @@ class BatchWriter:
         self._next_source += 1
         self.summary.sources += 1
         self._batch.source_files.append(
-            (source_id, _utf8_safe(uri), fmt, compression, self._batch.batch_id, _now())
+            (source_id, utf8_safe(uri), fmt, compression, self._batch.batch_id, _now())
         )
         return source_id
 
@@ -366,6 +336,7 @@ class BatchWriter:
             self.flush()
         finally:
             self._progress.close()
+            self._preparer.close()
             if self._commit_thread is not None:  # only after an error: let it end before closing
                 self._commit_thread.join()
         self.summary.seconds = time.monotonic() - start
@@ -373,11 +344,15 @@ class BatchWriter:
 
     def _ingest_source(self, source: InputSource, lineage: list[dict]) -> None:
         counts = SourceCounts(self.open_source(source.uri, source.format, source.compression))
-        for chunk in _chunks(source.inputs(), CHUNK_SIZE):
-            prepared = [self._prepare(raw, source, counts) for raw in chunk]
-            self._look_up([p.key for p in prepared if p is not None])
-            for p in prepared:
-                if p is not None:
+        units = source.units() if hasattr(source, "units") else source.inputs()
+        fmt = getattr(source, "record_format", "aioc")
+        for chunk in _chunks(self._preparer.prepared(units, fmt), CHUNK_SIZE):
+            self._look_up([p.key for p in chunk if isinstance(p, Prepared)])
+            for p in chunk:
+                if isinstance(p, Refused):
+                    counts.add("rejected")
+                    self.reject(p.raw, counts.source_id, p.reason, p.path)
+                else:
                     counts.add(self._store(p, counts.source_id, lineage))
                 self._progress.update(
                     self.summary.accepted + self.summary.revised + self.summary.duplicate
@@ -385,32 +360,6 @@ class BatchWriter:
                 )
                 self.submit_if_full()
         self.finish_source(counts, source.sha256, source.size_bytes)
-
-    def _prepare(
-        self, raw: RawInput, source: InputSource, counts: SourceCounts
-    ) -> Prepared | None:
-        """The record of ``raw`` validated, hashed and decomposed; None when it was rejected."""
-        record = raw.value
-        if raw.error is not None:
-            problem, path = raw.error, None
-        elif not isinstance(record, dict):
-            problem, path = f"not a JSON object (got {json_type_name(record)})", None
-        else:
-            try:
-                validate_run_record(record, source=source.uri)
-            except InputError as exc:
-                problem, path = exc.problem, exc.path
-            else:
-                items = record["items"]
-                item_canons = [canonical_bytes(item) for item in items]
-                run_id = record["runId"]
-                return Prepared(
-                    record, raw, run_key_for("aioc", run_id), _utf8_safe(run_id),
-                    record_hash(record, item_canons), record_to_events(record), item_canons,
-                )
-        counts.add("rejected")
-        self.reject(raw, counts.source_id, problem, path)
-        return None
 
     def reject(self, raw: RawInput, source_id: int, reason: str, path: str | None) -> None:
         """Keep ``raw`` in the rejects table (once per URI, line, reason and content)."""
@@ -422,8 +371,8 @@ class BatchWriter:
         text = raw.text if raw.text is not None else data.decode("utf-8", "replace")
         self._batch.rejects.append(
             (
-                self._next_reject, source_id, _utf8_safe(raw.source_uri), raw.line, reason, path,
-                _utf8_safe(text.rstrip("\r\n")), raw.raw,
+                self._next_reject, source_id, utf8_safe(raw.source_uri), raw.line, reason, path,
+                utf8_safe(text.rstrip("\r\n")), raw.raw,
                 hashlib.sha256(data).digest() if raw.sha256 is None else raw.sha256,
                 raw.size if raw.size is not None else len(data), self._batch.batch_id, _now(),
             )
@@ -482,18 +431,21 @@ class BatchWriter:
             self.count_duplicate()
             self._retag(p.key, state, source_id)
             return "duplicate"
-        revision = 1 if state is None else state.revision + 1
-
-        def project(ctx: RunContext) -> Projection:
-            return project_record(p.record, ctx, p.item_canons)
-
-        self.append_revision(
-            p.key, p.run_id, "aioc", p.record_hash, p.events, source_id, p.raw.line, project
+        ctx = self._append(
+            p.key, p.run_id, p.fmt, p.record_hash, p.events, source_id, p.line, p.digests
         )
+        row = list(p.projection["proj_runs"][0])
+        for column, value in (
+            ("revision", ctx.revision), ("tags", ctx.tags_json), ("source_id", source_id),
+            ("batch_id", ctx.batch_id), ("first_seq", ctx.first_seq), ("last_seq", ctx.last_seq),
+        ):
+            row[_RUN_COLUMN[column]] = value
+        p.projection["proj_runs"][0] = tuple(row)
+        self._stage_projection(p.key, ctx, p.projection, ctx.first_seq)
         for link in lineage:
             if link.get("child", p.run_id) in (p.run_id, p.key):
-                self._batch.lineage.append(_lineage_row(link, p.key, revision, source_id))
-        return "accepted" if revision == 1 else "revised"
+                self._batch.lineage.append(_lineage_row(link, p.key, ctx.revision, source_id))
+        return "accepted" if ctx.revision == 1 else "revised"
 
     def append_revision(
         self,
@@ -506,13 +458,33 @@ class BatchWriter:
         line: int | None,
         project: Callable[[RunContext], Projection],
     ) -> RunContext:
-        """Append a new revision of stream ``key`` (its record events, then its tags event when
-        the writer's tags change the run's) and stage ``project(ctx)`` as its projection."""
+        """Append a new revision of stream ``key`` (its record events, then a tags event when
+        the writer's tags change the run's) and stage ``project(ctx)`` as its projection (with
+        absolute seqs)."""
+        ctx = self._append(key, run_id, fmt, digest, events, source_id, line, None)
+        self._stage_projection(key, ctx, project(ctx), 0)
+        return ctx
+
+    def _append(
+        self,
+        key: str,
+        run_id: str,
+        fmt: str,
+        digest: bytes,
+        events: list,
+        source_id: int,
+        line: int | None,
+        digests: list[str] | None,
+    ) -> RunContext:
+        """Append a revision's events and stream row; ``digests`` are the events' line digests
+        as the first revision of a new stream (recomputed when that is not what this is)."""
         state = self.current(key)
         revision = 1 if state is None else state.revision + 1
         pos = self._next_pos(key, state)
+        if pos != 0 or revision != 1:
+            digests = None
         first_seq = self._next_seq
-        pos = self._append_events(key, revision, pos, events, source_id)
+        pos = self._append_events(key, revision, pos, events, source_id, digests)
         last_seq = self._next_seq - 1
         tags_json = self._merged_tags(state)
         if tags_json != (state.tags_json if state is not None else _NO_TAGS):
@@ -526,20 +498,22 @@ class BatchWriter:
             key, revision, run_id, fmt, digest, first_seq, last_seq, len(events), source_id, line
         )
         self._streams[key] = _Stream(digest, revision, tags_json, pos)
-        ctx = RunContext(
+        return RunContext(
             key, run_id, fmt, revision, tags_json, source_id, line, batch.batch_id, first_seq,
             last_seq,
         )
-        if revision > 1 and key not in batch.projections:
+
+    def _stage_projection(self, key: str, ctx: RunContext, rows: Projection, offset: int) -> None:
+        batch = self._batch
+        if ctx.revision > 1 and key not in batch.projections:
             batch.replaced.add(key)
-        batch.projections[key] = project(ctx)
+        batch.projections[key] = (rows, offset)
         batch.tag_updates.pop(key, None)
         batch.stored += 1
         self.summary.run_keys.append(key)
-        outcome = "accepted" if revision == 1 else "revised"
+        outcome = "accepted" if ctx.revision == 1 else "revised"
         setattr(self.summary, outcome, getattr(self.summary, outcome) + 1)
         batch.counts[outcome] += 1
-        return ctx
 
     def _merged_tags(self, state: _Stream | None) -> str:
         """The tags of a run once the writer's are added to its current ones."""
@@ -572,35 +546,44 @@ class BatchWriter:
         self._streams[key] = state._replace(tags_json=tags_json, next_pos=pos)
         staged = self._batch.projections.get(key)
         if staged is not None:  # stored earlier in this batch: patch the staged run row
-            row = list(staged["proj_runs"][0])
-            row[_RUN_TAGS] = tags_json
-            staged["proj_runs"][0] = tuple(row)
+            row = list(staged[0]["proj_runs"][0])
+            row[_RUN_COLUMN["tags"]] = tags_json
+            staged[0]["proj_runs"][0] = tuple(row)
         else:
             self._batch.tag_updates[key] = tags_json
         self.summary.tagged += 1
 
     def _append_events(
-        self, key: str, revision: int, pos: int, events: list[Event], source_id: int
+        self,
+        key: str,
+        revision: int,
+        pos: int,
+        events: list,
+        source_id: int,
+        digests: list[str] | None = None,
     ) -> int:
-        """Stage ``events`` of stream ``key`` from stream position ``pos``; the next position."""
+        """Stage ``events`` (``(type, idx, turn, payload)``) of stream ``key`` from stream
+        position ``pos``, with their line digests when known; returns the next position."""
         batch = self._batch
         if batch.first_seq is None:
             batch.first_seq = self._next_seq
         seq = self._next_seq
-        add = batch.events_digest.add_event
-        for event in events:
-            etype, idx, turn, payload = event
-            batch.events[FAMILY_OF.get(etype, 0)].append(
+        start = pos
+        families = batch.events
+        for etype, idx, turn, payload in events:
+            families[FAMILY_OF.get(etype, 0)].append(
                 (seq, key, pos, revision, etype, idx, turn, payload, source_id)
             )
-            add(key, pos, revision, etype, idx, turn, payload)
             batch.payload_bytes += len(payload)
             seq += 1
             pos += 1
+        if digests is None:
+            digests = [
+                line_digest(key, start + i, revision, *event) for i, event in enumerate(events)
+            ]
+        batch.events_digest.add_line_digests(digests)
         self._next_seq = seq
         return pos
-
-    # -- committing ---------------------------------------------------------------------------
 
     def count_duplicate(self) -> None:
         """Count a run found identical to its stored revision (nothing is appended)."""
@@ -674,15 +657,28 @@ class BatchWriter:
             ("source_results", SOURCE_RESULT_COLUMNS, batch.source_results),
             ("lineage_log", LINEAGE_COLUMNS, [(*row, b) for row in batch.lineage]),
         ]
+        projections = []
         for table in PROJECTION_TABLES:
-            rows = [row for projection in batch.projections.values()
-                    for row in projection.get(table, ())]
-            tables.extend(_by_width(table, rows))
+            groups: dict[int, tuple[list[tuple], list[int]]] = {}
+            for rows, offset in batch.projections.values():
+                for row in rows.get(table, ()):
+                    group = groups.setdefault(len(row), ([], []))
+                    group[0].append(row)
+                    group[1].append(offset)
+            for width, (rows, offsets) in groups.items():
+                projections.append((table, columns_for(table, width), rows, offsets))
         staged = [
             stage_columns(self._con, table, columns, rows, columns_cache=self._columns)
             for table, columns, rows in tables
             if rows
         ]
+        staged.extend(
+            stage_columns(
+                self._con, table, columns, rows, columns_cache=self._columns,
+                add=(SEQ_COLUMNS.get(table, ()), offsets),
+            )
+            for table, columns, rows, offsets in projections
+        )
         if batch.rejects:
             staged.append(
                 stage_columns(
@@ -737,16 +733,7 @@ class BatchWriter:
 
 # A reject is recorded once per (source URI, line, reason, content).
 _REJECT_KEY = ("source_uri", "line", "reason", "raw_sha256")
-_RUN_TAGS = COLUMNS["proj_runs"].index("tags")
-
-
-def _by_width(table: str, rows: list[tuple]) -> list[tuple[str, tuple[str, ...], list[tuple]]]:
-    """Rows of one projection table grouped by their column list: aioc rows have the base
-    columns, agentuse rows also the agentuse ones (schema/030_agentuse.sql)."""
-    groups: dict[int, list[tuple]] = {}
-    for row in rows:
-        groups.setdefault(len(row), []).append(row)
-    return [(table, columns_for(table, width), group) for width, group in groups.items()]
+_RUN_COLUMN = {name: i for i, name in enumerate(COLUMNS["proj_runs"])}
 
 
 def _update_tags(con: duckdb.DuckDBPyConnection, tag_updates: dict[str, str]) -> None:
@@ -765,8 +752,8 @@ def delete_projections(con: duckdb.DuckDBPyConnection, run_keys: list[str]) -> N
         con.execute(f"DELETE FROM {table} WHERE run_key IN (SELECT run_key FROM replaced)")
 
 
-def _chunks(inputs: Iterator[RawInput], size: int) -> Iterator[list[RawInput]]:
-    chunk: list[RawInput] = []
+def _chunks(inputs: Iterator, size: int) -> Iterator[list]:
+    chunk: list = []
     for raw in inputs:
         chunk.append(raw)
         if len(chunk) >= size:

@@ -33,6 +33,7 @@ __all__ = [
     "COLUMNS",
     "EXTRA_COLUMNS",
     "PROJECTION_TABLES",
+    "SEQ_COLUMNS",
     "Projection",
     "RunContext",
     "columns_for",
@@ -88,6 +89,16 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 }
 # Tables holding one run's projection rows; each has a run_key column.
 PROJECTION_TABLES = tuple(COLUMNS)
+# Columns holding event seqs (besides proj_runs' first/last): a record prepared on its own
+# counts them from 0 and the writer adds the revision's first seq when it stages the rows.
+SEQ_COLUMNS: dict[str, tuple[str, ...]] = {
+    "proj_items": ("event_seq",),
+    "proj_tool_calls": ("output_seq",),
+    "proj_requests": ("event_seq", "snapshot_seq"),
+    "proj_policy_decisions": ("event_seq",),
+    "proj_guardrail_decisions": ("event_seq",),
+    "proj_suspended_proposals": ("event_seq",),
+}
 # Columns only agentuse runs fill (schema/030_agentuse.sql); their rows have COLUMNS + these.
 EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {
     "proj_runs": (

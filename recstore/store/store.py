@@ -27,13 +27,14 @@ from recstore.formats.events import Event, events_to_record
 from recstore.formats.jsontext import dumps_json, loads_json
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES, RawInput, iter_sources
 from recstore.store import agentuse_ingest, db
-from recstore.store.chain import EMPTY_DIGEST, EVENT_LINE_SQL, STREAM_LINE_SQL, batch_hash
+from recstore.store.chain import EMPTY_DIGEST, EVENTS_DIGEST_SQL, STREAM_LINE_SQL, batch_hash
 from recstore.store.ingest import (
     DEFAULT_BATCH_SIZE,
     TAGS_EVENT,
     BatchWriter,
     IngestSummary,
 )
+from recstore.store.prepare import default_workers
 from recstore.store.projection import (
     PROJECTION_TABLES,
     RunContext,
@@ -136,13 +137,15 @@ class Store:
         batch_size: int = DEFAULT_BATCH_SIZE,
         format: str | None = None,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        workers: int | None = None,
     ) -> IngestSummary:
         """Store every record under ``paths`` (files, directories, globs, ``-``) and every agentuse
         session tree (auto-detected, or all paths with ``format="agentuse"``).
 
         ``tags`` are added to every run stored or found identical (a ``tags_changed`` event
         where they change its tags). A record larger than ``max_record_bytes`` is rejected
-        unread.
+        unread. Records are prepared in ``workers`` processes (None: as many as pay off for the
+        input's size; 0: in this process).
 
         Raises:
             InputError: a path does not exist or matches nothing (checked before writing).
@@ -154,7 +157,9 @@ class Store:
             else []
         )
         with self.writer() as con:
-            writer = BatchWriter(con, tags=tags, batch_size=batch_size)
+            if workers is None:
+                workers = default_workers(sum(s.size_hint for s in sources))
+            writer = BatchWriter(con, tags=tags, batch_size=batch_size, workers=workers)
             for tree in trees:
                 agentuse_ingest.ingest_tree(writer, tree)
             return writer.ingest_sources(sources)
@@ -430,7 +435,7 @@ def _chain_problems(con: duckdb.DuckDBPyConnection) -> list[str]:
     previous: bytes | None = None
     for batch_id, event_count, prev_hash, digest in batches:
         found, events_digest = con.execute(
-            f"SELECT count(*), sha256(string_agg({EVENT_LINE_SQL}, '' ORDER BY seq)) "
+            f"SELECT count(*), {EVENTS_DIGEST_SQL} "
             "FROM events WHERE batch_id = ?",
             [batch_id],
         ).fetchone()

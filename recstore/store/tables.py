@@ -126,9 +126,13 @@ def stage_columns(
     catalog: str | None = None,
     columns_cache: dict | None = None,
     unless_exists: Sequence[str] | None = None,
+    add: tuple[Sequence[str], Sequence[int]] | None = None,
 ) -> StagedInsert:
     """The insert of ``rows`` (tuples of the columns ``names``) into ``table``, converted to
     Arrow but not run. Columns not named are NULL, or computed (timestamps from ``*_text``).
+
+    ``add`` = ``(columns, values)`` adds ``values[i]`` to those integer columns of row ``i``
+    (vectorized; NULLs stay NULL): rows prepared apart get their place in the log here.
 
     ``unless_exists`` names columns that identify a row: a row equal on them to one already in
     the table is not inserted. ``columns_cache`` (a dict owned by the caller, valid while the
@@ -150,13 +154,16 @@ def stage_columns(
             targets.append(name)
             select.append(derived)
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(names)
-    arrow = pa.table(
-        [
-            _arrow_column(values, _ARROW_TYPES[types[name]], types[name] == "JSON")
-            for name, values in zip(names, columns, strict=True)
-        ],
-        names=list(names),
-    )
+    arrays = [
+        _arrow_column(values, _ARROW_TYPES[types[name]], types[name] == "JSON")
+        for name, values in zip(names, columns, strict=True)
+    ]
+    if add is not None and add[0]:
+        offsets = pa.array(add[1], pa.int64())
+        for name in add[0]:
+            i = names.index(name)
+            arrays[i] = pc.add(arrays[i], offsets)
+    arrow = pa.table(arrays, names=list(names))
     target = f'"{catalog}".main."{table}"' if catalog else f'"{table}"'
     where = ""
     if unless_exists:

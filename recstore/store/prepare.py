@@ -1,0 +1,200 @@
+"""The per-record work of an ingest, as pure functions that can run in worker processes.
+
+:func:`prepare` turns one read input into either a :class:`Prepared` record (validated, hashed,
+decomposed into events, projected) or a :class:`Refused` one (why, and what to keep of it).
+Nothing here knows the store: a record is prepared as if it were the first revision of a new
+stream whose first event has seq 0; the writer then places it (its revision, seqs and tags)
+with cheap arithmetic. :class:`Preparer` runs :func:`prepare` over a stream of inputs, in
+worker processes when the input is large enough to pay for them, keeping input order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from recstore.canonical import canonical_bytes, canonical_object_bytes, json_type_name
+from recstore.errors import InputError
+from recstore.formats.aioc import validate_run_record
+from recstore.formats.events import record_to_events
+from recstore.formats.jsontext import dumps_json
+from recstore.formats.reader import RawInput, parse_input
+from recstore.store.chain import line_digest
+from recstore.store.projection import Projection, RunContext, project_record
+
+__all__ = [
+    "Prepared",
+    "Preparer",
+    "Refused",
+    "prepare",
+    "record_hash",
+    "run_key_for",
+    "utf8_safe",
+]
+
+# Inputs sent to a worker at a time, and chunks kept in flight per worker.
+CHUNK = 200
+IN_FLIGHT = 3
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with lone surrogates as U+FFFD (keys and ids must be storable UTF-8)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def run_key_for(fmt: str, run_id: str) -> str:
+    """Store key of a run: ``aioc:<runId>`` / ``agentuse:<sessionId>``."""
+    return utf8_safe(f"{fmt}:{run_id}")
+
+
+def record_hash(record: dict, item_canons: list[bytes]) -> bytes:
+    """sha256 of aioc's canonical JSON of ``record`` (32 bytes), reusing its items' canonical
+    JSON when the whole record cannot take the fast path in one piece."""
+    whole = canonical_bytes(record, fast_only=True)
+    if whole is None:
+        members = {
+            key: (b"[" + b",".join(item_canons) + b"]") if key == "items" else canonical_bytes(v)
+            for key, v in record.items()
+        }
+        whole = canonical_object_bytes(members)
+    return hashlib.sha256(whole).digest()
+
+
+@dataclass(slots=True)
+class Prepared:
+    """A valid record ready to store: its events (type, idx, turn, payload), each event's
+    digest as the first revision of a new stream, and its projection with seqs counted from
+    the record's first event."""
+
+    key: str
+    run_id: str
+    fmt: str
+    line: int | None
+    record_hash: bytes
+    events: list[tuple[str, int | None, int | None, str]]
+    digests: list[str]
+    projection: Projection
+    record: dict | None = None  # kept only for in-process callers that need it
+
+
+@dataclass(slots=True)
+class Refused:
+    """An input that is not a valid record, with what the rejects table keeps of it."""
+
+    raw: RawInput
+    reason: str
+    path: str | None
+
+
+def prepare(raw: RawInput, fmt: str = "aioc", keep_record: bool = False) -> Prepared | Refused:
+    """The work of storing one input that does not depend on the store."""
+    raw = parse_input(raw)
+    record = raw.value
+    if raw.error is not None:
+        return Refused(_lean(raw), raw.error, None)
+    if not isinstance(record, dict):
+        return Refused(_lean(raw), f"not a JSON object (got {json_type_name(record)})", None)
+    try:
+        validate_run_record(record, source=raw.source_uri)
+    except InputError as exc:
+        return Refused(_lean(raw), exc.problem, exc.path)
+    run_id = record["runId"]
+    key = run_key_for(fmt, run_id)
+    item_canons = [canonical_bytes(item) for item in record["items"]]
+    events = [tuple(e) for e in record_to_events(record)]
+    digests = [line_digest(key, pos, 1, *event) for pos, event in enumerate(events)]
+    ctx = RunContext(key, utf8_safe(run_id), fmt, 1, "{}", 0, raw.line, 0, 0, len(events) - 1)
+    return Prepared(
+        key, ctx.run_id, fmt, raw.line, record_hash(record, item_canons), events, digests,
+        project_record(record, ctx, item_canons), record if keep_record else None,
+    )
+
+
+def _lean(raw: RawInput) -> RawInput:
+    """A refused input without its parsed value (the rejects table keeps the text)."""
+    if raw.value is None:
+        return raw
+    data = raw.data
+    if data is None:
+        data = dumps_json(raw.value).encode("utf-8", "surrogatepass")
+    return RawInput(raw.source_uri, raw.line, raw.text, None, raw.error, raw.raw, data,
+                    raw.sha256, raw.size, raw.complete)
+
+
+def _prepare_chunk(raws: list[RawInput], fmt: str) -> list[Prepared | Refused]:
+    return [prepare(raw, fmt) for raw in raws]
+
+
+def _worker_init() -> None:
+    """Worker processes end with the ingest that started them, even if it is killed."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pool still ends when its pipes close
+        pass
+
+
+class Preparer:
+    """Runs :func:`prepare` over inputs, in ``workers`` processes (0: in this process)."""
+
+    def __init__(self, workers: int = 0) -> None:
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> Preparer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+    def prepared(self, raws: Iterable[RawInput], fmt: str = "aioc") -> Iterator[Prepared | Refused]:
+        """Every input prepared, in input order."""
+        if self.workers <= 0:
+            for raw in raws:
+                yield prepare(raw, fmt)
+            return
+        if self._pool is None:
+            import multiprocessing
+
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_init,
+            )
+        pending: deque[Future] = deque()
+        chunk: list[RawInput] = []
+        for raw in raws:
+            chunk.append(raw)
+            if len(chunk) >= CHUNK:
+                pending.append(self._pool.submit(_prepare_chunk, chunk, fmt))
+                chunk = []
+                while len(pending) >= self.workers * IN_FLIGHT:
+                    yield from pending.popleft().result()
+        if chunk:
+            pending.append(self._pool.submit(_prepare_chunk, chunk, fmt))
+        while pending:
+            yield from pending.popleft().result()
+
+
+def default_workers(total_bytes: int) -> int:
+    """Worker processes worth starting for ``total_bytes`` of input: none for small inputs
+    (starting one costs about a second), else one per core but the writer's own."""
+    if total_bytes < 32 * 2**20:
+        return 0
+    return max(0, min(4, (os.cpu_count() or 1)))

@@ -1,0 +1,244 @@
+"""The event log under stress: what ingest refuses without losing the rest (oversized records,
+special files in a folder, numbers JSON cannot hold), rejects kept once, the batch hash chain
+and every reference `verify` checks, tags as events, and thread continuations that cannot
+form cycles."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import threading
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from recstore.store import Store
+from recstore.store.projection import PROJECTION_TABLES
+
+from .conftest import CORPUS_DEV
+
+
+def _records(n: int) -> list[dict]:
+    with gzip.open(CORPUS_DEV / "corpus-baseline.ndjson.gz", "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for _, line in zip(range(n), fh, strict=False)]
+
+
+def _write_ndjson(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _count(store: Store, sql: str):
+    with store.reader() as con:
+        return con.execute(sql).fetchone()[0]
+
+
+def test_an_oversized_record_is_rejected_and_the_rest_stored(tmp_path):
+    good = _records(3)
+    big = dict(good[0], runId="too-big", question="x" * 50_000)
+    path = _write_ndjson(tmp_path / "in.ndjson", [good[0], big, good[1], good[2]])
+    store = Store(tmp_path / "s.duckdb")
+    summary = store.ingest([str(path)], max_record_bytes=40_000)
+    assert (summary.accepted, summary.rejected) == (3, 1)
+    reason, size, kept = store_reject(store)
+    assert "over the 40,000-byte limit" in reason and "--max-record-bytes" in reason
+    assert size == len(json.dumps(big)) + 1 and kept.startswith('{"runId": "too-big"')
+    assert store.verify().ok
+
+
+def store_reject(store: Store) -> tuple[str, int, str]:
+    with store.reader() as con:
+        return con.execute("SELECT reason, raw_size, raw_text FROM rejects").fetchone()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_an_unreadable_file_is_a_reject(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    _write_ndjson(folder / "good.ndjson", _records(1))
+    locked = _write_ndjson(folder / "locked.ndjson", _records(2)[1:])
+    locked.chmod(0)
+    summary = Store(tmp_path / "s.duckdb").ingest([str(folder)])
+    assert (summary.accepted, summary.rejected) == (1, 1)
+    assert "Permission denied" in summary.rejects[0]["reason"]
+
+
+def test_special_files_in_a_folder_are_skipped_as_rejects_never_opened(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    _write_ndjson(folder / "good.ndjson", _records(1))
+    (folder / "dangling.ndjson").symlink_to(tmp_path / "gone.ndjson")
+    (folder / "loop.ndjson").symlink_to(folder / "loop.ndjson")
+    os.mkfifo(folder / "pipe.ndjson")
+    done: dict = {}
+    # a FIFO opened for reading blocks until a writer comes: the ingest must not open it
+    worker = threading.Thread(
+        target=lambda: done.update(s=Store(tmp_path / "s.duckdb").ingest([str(folder)]))
+    )
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive(), "ingest blocked on a FIFO"
+    summary = done["s"]
+    assert (summary.accepted, summary.rejected) == (1, 3)
+    reasons = {Path(r["source"]).name: r["reason"] for r in summary.rejects}
+    assert "target does not exist" in reasons["dangling.ndjson"]
+    assert "loop" in reasons["loop.ndjson"]
+    assert "not a regular file" in reasons["pipe.ndjson"]
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e999", "1" + "0" * 400])
+def test_numbers_javascript_reads_as_infinity_are_rejected(tmp_path, number):
+    record = json.dumps(_records(1)[0])
+    bad = record.replace('"metadata": {', f'"metadata": {{"huge": {number}, ', 1)
+    assert bad != record
+    path = tmp_path / "in.ndjson"
+    path.write_text(bad + "\n", encoding="utf-8")
+    summary = Store(tmp_path / "s.duckdb").ingest([str(path)])
+    assert (summary.accepted, summary.rejected) == (0, 1)
+    assert "Infinity" in summary.rejects[0]["reason"]
+
+
+def test_a_bad_file_ingested_twice_is_rejected_once_per_line(tmp_path):
+    path = tmp_path / "bad.ndjson"
+    path.write_text('{"runId": 1}\n[]\nnot json\n', encoding="utf-8")
+    store = Store(tmp_path / "s.duckdb")
+    for _ in range(3):
+        assert store.ingest([str(path)]).rejected == 3
+    assert _count(store, "SELECT count(*) FROM rejects") == 3
+    path.write_text('{"runId": 2}\n[]\nnot json\n', encoding="utf-8")  # line 1 changed
+    store.ingest([str(path)])
+    assert _count(store, "SELECT count(*) FROM rejects") == 4
+
+
+def test_rejects_are_committed_batch_by_batch(tmp_path):
+    path = tmp_path / "bad.ndjson"
+    path.write_text("".join(f'{{"runId": {i}}}\n' for i in range(1000)), encoding="utf-8")
+    store = Store(tmp_path / "s.duckdb")
+    summary = store.ingest([str(path)], batch_size=100)
+    # ten batches of rejects, and the last one records what reading the file found
+    assert summary.rejected == 1000 and summary.batches == 11
+    assert _count(store, "SELECT count(DISTINCT batch_id) FROM rejects") == 10
+
+
+def test_a_source_row_is_committed_with_its_first_batch(tmp_path):
+    records = _records(30)
+    path = _write_ndjson(tmp_path / "in.ndjson", records)
+    store = Store(tmp_path / "s.duckdb")
+    store.ingest([str(path)], batch_size=10)
+    with store.reader() as con:
+        first_batch, finished = con.execute(
+            "SELECT first_batch_id, batch_id FROM sources"
+        ).fetchone()
+        events_first = con.execute("SELECT min(batch_id) FROM events").fetchone()[0]
+    assert first_batch == events_first and finished > first_batch
+
+
+def _tamper(db: Path, sql: str) -> None:
+    con = duckdb.connect(str(db))
+    con.execute(sql)
+    con.close()
+
+
+TAMPERING = [
+    ("UPDATE events SET payload = replace(payload, 'a', 'b') WHERE seq = 5", "hash does not match"),
+    ("DELETE FROM events WHERE seq = 7", "expected"),
+    ("UPDATE events SET stream_pos = stream_pos + 1 WHERE seq = 3", "hash does not match"),
+    ("UPDATE streams SET record_hash = sha256('x')::BLOB WHERE revision = 1 AND first_seq = 1",
+     "hash does not match"),
+    ("DELETE FROM source_files", "has no source_files row"),
+    ("DELETE FROM batches WHERE batch_id = (SELECT min(batch_id) FROM batches)", "batches row"),
+    ("UPDATE batches SET prev_hash = NULL", "does not link"),
+]
+
+
+@pytest.mark.parametrize(("sql", "problem"), TAMPERING, ids=[t[1] for t in TAMPERING])
+def test_verify_finds_every_change_to_the_log(tmp_path, sql, problem):
+    db = tmp_path / "s.duckdb"
+    store = Store(db)
+    store.ingest([str(_write_ndjson(tmp_path / "in.ndjson", _records(6)))], batch_size=2)
+    assert store.verify().ok
+    _tamper(db, sql)
+    report = store.verify()
+    assert not report.ok
+    assert any(problem in p for p in report.problems), report.problems
+
+
+def test_tags_are_events_verify_and_rebuild_reproduce_them(tmp_path):
+    path = _write_ndjson(tmp_path / "in.ndjson", _records(4))
+    store = Store(tmp_path / "s.duckdb")
+    store.ingest([str(path)])
+    again = store.ingest([str(path)], tags={"set": "v1"})
+    assert (again.duplicate, again.tagged) == (4, 4)
+    assert store.ingest([str(path)], tags={"set": "v1"}).tagged == 0  # already tagged
+    keys = [k for (k,) in _rows(store, "SELECT run_key FROM runs ORDER BY run_key")]
+    store.tag(keys[:2], {"owner": "ci"}, remove=["set"])
+    tags = dict(_rows(store, "SELECT run_key, tags::VARCHAR FROM runs"))
+    assert json.loads(tags[keys[0]]) == {"owner": "ci"}
+    assert json.loads(tags[keys[3]]) == {"set": "v1"}
+    assert _count(store, "SELECT count(*) FROM events WHERE type = 'tags_changed'") == 6
+    assert store.verify().ok
+    store.rebuild()
+    assert dict(_rows(store, "SELECT run_key, tags::VARCHAR FROM runs")) == tags
+    assert store.get_record(keys[0]) == next(
+        r for r in _records(4) if f"aioc:{r['runId']}" == keys[0]
+    )
+
+
+def _rows(store: Store, sql: str) -> list[tuple]:
+    with store.reader() as con:
+        return con.execute(sql).fetchall()
+
+
+def _message(text: str) -> dict:
+    return {"type": "message", "role": "user", "content": text}
+
+
+def _run(run_id: str, items: list[dict], inputs: int, started: str) -> dict:
+    return {
+        "runId": run_id, "startedAt": started, "completedAt": started, "status": "completed",
+        "agentName": "A", "question": "q", "response": "", "items": items,
+        "inputItemCount": inputs, "promptSnapshots": [], "requestFingerprints": [],
+        "policyDecisions": [],
+    }
+
+
+def test_thread_continuations_never_link_input_only_or_identical_runs(tmp_path):
+    question = _message("hi")
+    answer = {"type": "message", "role": "assistant", "content": "hello"}
+    records = [
+        # failed attempts holding only the same input: none continues another
+        _run("failed-1", [question], 1, "2026-01-01T00:00:01Z"),
+        _run("failed-2", [question], 1, "2026-01-01T00:00:02Z"),
+        # two identical complete runs: neither continues the other
+        _run("done-a", [question, answer], 1, "2026-01-01T00:00:03Z"),
+        _run("done-b", [question, answer], 1, "2026-01-01T00:00:04Z"),
+        # a follow-up whose input is a complete run's items continues it (and only it)
+        _run("follow", [question, answer, _message("more")], 2, "2026-01-01T00:00:05Z"),
+    ]
+    store = Store(tmp_path / "s.duckdb")
+    store.ingest_records(records)
+    links = _rows(
+        store, "SELECT child_run_key, parent_run_key FROM lineage "
+        "WHERE relation = 'thread_continuation' ORDER BY ALL",
+    )
+    assert links == [("aioc:follow", "aioc:done-a"), ("aioc:follow", "aioc:done-b")]
+
+
+def test_ingest_with_worker_processes_stores_what_one_process_stores(tmp_path):
+    records = _records(120)
+    path = _write_ndjson(tmp_path / "in.ndjson", records)
+    stores = []
+    for workers in (0, 2):
+        store = Store(tmp_path / f"w{workers}.duckdb")
+        summary = store.ingest([str(path)], workers=workers, batch_size=50)
+        assert summary.accepted == 120
+        assert store.verify().ok
+        stores.append(store)
+    for sql in [
+        "SELECT * FROM events ORDER BY seq",
+        "SELECT * EXCLUDE (ingested_at) FROM streams ORDER BY first_seq",
+        *(f"SELECT * FROM {t} ORDER BY ALL" for t in PROJECTION_TABLES),
+    ]:
+        assert _rows(stores[0], sql) == _rows(stores[1], sql), sql
