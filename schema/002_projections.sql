@@ -79,6 +79,7 @@ CREATE TABLE IF NOT EXISTS proj_items (
 
 CREATE TABLE IF NOT EXISTS proj_tool_calls (
     run_key           VARCHAR NOT NULL,
+    run_seq           BIGINT NOT NULL,     -- the run revision's first_seq (bulk compare's id)
     call_index        INTEGER NOT NULL,    -- 0-based position in extractToolCalls order
     ordinal           INTEGER,             -- aioc ExtractedToolCall.turn; NULL for orphan outputs
     call_id           VARCHAR,
@@ -131,18 +132,26 @@ CREATE TABLE IF NOT EXISTS proj_visits (
 );
 
 -- Policy and guardrail decisions: what the event does not say (the decision's comparison key,
--- whether a handoff applied); the views read every field of the decision from its event.
+-- whether a handoff applied), and a policy decision's outcome (decision, reason, resource):
+-- short texts that queries filter on and bulk compare reports for every changed entry; the
+-- views read the other fields of the decision from its event.
 CREATE TABLE IF NOT EXISTS proj_policy_decisions (
     run_key         VARCHAR NOT NULL,
+    run_seq         BIGINT NOT NULL,       -- the run revision's first_seq (bulk compare's id)
     decision_index  INTEGER NOT NULL,
     applied_basis   VARCHAR,               -- recorded | inferred | unknown (handoffs only)
     event_seq       BIGINT NOT NULL,
     entry_key       BIGINT NOT NULL,       -- key of the whole entry (bulk compare)
-    is_object       BOOLEAN NOT NULL
+    is_object       BOOLEAN NOT NULL,
+    decision        VARCHAR,               -- allow | deny | require_approval
+    reason          VARCHAR,
+    resource_kind   VARCHAR,               -- tool | handoff
+    resource_name   VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS proj_guardrail_decisions (
     run_key         VARCHAR NOT NULL,
+    run_seq         BIGINT NOT NULL,
     decision_index  INTEGER NOT NULL,
     event_seq       BIGINT NOT NULL,
     entry_key       BIGINT NOT NULL,

@@ -59,8 +59,9 @@ CREATE OR REPLACE VIEW tool_calls AS
 SELECT t.run_key, t.call_index, t.ordinal, t.call_id, t.name, t.item_index, t.output_item_index,
        t.arguments, lower(hex(t.args_hash)) AS args_hash, t.has_output,
        CASE WHEN t.has_output THEN coalesce(t.output, rs_member(o.item, '$.output')) END AS output,
-       t.* EXCLUDE (run_key, call_index, ordinal, call_id, name, item_index, output_item_index,
-                    arguments, args_hash, has_output, output_key, output_seq, output)
+       t.* EXCLUDE (run_key, run_seq, call_index, ordinal, call_id, name, item_index,
+                    output_item_index, arguments, args_hash, has_output, output_key, output_seq,
+                    output)
 FROM proj_tool_calls t
 LEFT JOIN (SELECT seq, rs_json(payload) AS item FROM events WHERE type = 'item_appended') o
        ON o.seq = t.output_seq AND t.output IS NULL;
@@ -92,13 +93,13 @@ CREATE OR REPLACE VIEW visits AS SELECT * FROM proj_visits;
 CREATE OR REPLACE VIEW policy_decisions AS
 SELECT d.run_key, d.decision_index, e.turn,
        e.p ->> '$.callId' AS call_id,
-       e.p ->> '$.decision' AS decision,
-       e.p ->> '$.reason' AS reason,
+       d.decision,
+       d.reason,
        e.p ->> '$.publicReason' AS public_reason,
        e.p ->> '$.resultMode' AS result_mode,
        e.p ->> '$.policyVersion' AS policy_version,
-       e.p ->> '$.resource.kind' AS resource_kind,
-       e.p ->> '$.resource.name' AS resource_name,
+       d.resource_kind,
+       d.resource_name,
        rs_time(e.p, '$.expiresAt') AS expires_at,
        rs_str(e.p, '$.expiresAt') AS expires_at_text,
        rs_bool(e.p, '$.handoffApplied') AS handoff_applied,

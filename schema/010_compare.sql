@@ -3,7 +3,8 @@
 -- Features: what the set-based engine compares, per revision, keyed by a feature_id.
 --  * A current revision's features are the comparison keys its projections computed at ingest
 --    (proj_runs, proj_tool_calls, proj_policy_decisions, proj_guardrail_decisions); its
---    feature_id is proj_runs.first_seq, which no other revision shares.
+--    feature_id is proj_runs.first_seq (run_seq in the other tables), which no other revision
+--    shares.
 --  * A revision that is no longer current (pinned by an explicit pair) gets the same keys
 --    computed from its record (recstore.compare.features) the first time a comparison names it,
 --    cached in cmp_pinned_* under a negative feature_id, so the two kinds never collide.
@@ -47,14 +48,18 @@ CREATE TABLE IF NOT EXISTS cmp_pinned_calls (
     output_key  BIGINT
 );
 
--- One row per policy / guardrail entry of a pinned revision (section = 'policy' | 'guardrails').
+-- One row per policy / guardrail entry of a pinned revision (section = 'policy' | 'guardrails'),
+-- as proj_policy_decisions / proj_guardrail_decisions (the outcome: policy entries only).
 CREATE TABLE IF NOT EXISTS cmp_pinned_entries (
-    feature_id  BIGINT NOT NULL,
-    section     VARCHAR NOT NULL,
-    entry_index INTEGER NOT NULL,
-    entry_key   BIGINT NOT NULL,
-    is_object   BOOLEAN NOT NULL,
-    event_seq   BIGINT                      -- the entry's event (its decision, reason, resource)
+    feature_id    BIGINT NOT NULL,
+    section       VARCHAR NOT NULL,
+    entry_index   INTEGER NOT NULL,
+    entry_key     BIGINT NOT NULL,
+    is_object     BOOLEAN NOT NULL,
+    decision      VARCHAR,
+    reason        VARCHAR,
+    resource_kind VARCHAR,
+    resource_name VARCHAR
 );
 
 -- Top-level fields of object entries and of metadata (section 'metadata', entry_index 0):
@@ -81,18 +86,18 @@ UNION ALL
 SELECT * FROM cmp_pinned_runs;
 
 CREATE OR REPLACE VIEW cmp_call_features AS
-SELECT r.first_seq AS feature_id, c.call_index, c.name, c.args_hash, c.has_output, c.output_key
-FROM proj_tool_calls c JOIN proj_runs r USING (run_key)
+SELECT run_seq AS feature_id, call_index, name, args_hash, has_output, output_key
+FROM proj_tool_calls
 UNION ALL
 SELECT * FROM cmp_pinned_calls;
 
 CREATE OR REPLACE VIEW cmp_entry_features AS
-SELECT r.first_seq AS feature_id, 'policy' AS section, d.decision_index AS entry_index,
-       d.entry_key, d.is_object, d.event_seq
-FROM proj_policy_decisions d JOIN proj_runs r USING (run_key)
+SELECT run_seq AS feature_id, 'policy' AS section, decision_index AS entry_index, entry_key,
+       is_object, decision, reason, resource_kind, resource_name
+FROM proj_policy_decisions
 UNION ALL
-SELECT r.first_seq, 'guardrails', d.decision_index, d.entry_key, d.is_object, d.event_seq
-FROM proj_guardrail_decisions d JOIN proj_runs r USING (run_key)
+SELECT run_seq, 'guardrails', decision_index, entry_key, is_object, NULL, NULL, NULL, NULL
+FROM proj_guardrail_decisions
 UNION ALL
 SELECT * FROM cmp_pinned_entries;
 

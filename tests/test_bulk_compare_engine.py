@@ -46,7 +46,7 @@ def engine_results(con, pairs, sections, ignore):
         con.execute(f"DELETE FROM {table}")
     records = [record for pair in pairs for record in pair]
     ids = store_pinned(
-        con, [(f"r{i}", 1, record_features(record), {}) for i, record in enumerate(records)]
+        con, [(f"r{i}", 1, record_features(record)) for i, record in enumerate(records)]
     )
     store_fields(con, list(zip(ids, records, strict=True)))
     con.execute(

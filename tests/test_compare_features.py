@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recstore.canonical import canonical_json
+from recstore.canonical import canonical_json, sha256_canonical
 from recstore.compare import aioc_result, bulk_compare, compare_pair
 from recstore.compare.features import record_features
 from recstore.errors import InputError, NotFoundError
@@ -55,8 +55,9 @@ def _features(store: Store, feature_id: int) -> dict:
             [feature_id],
         ).fetchall()
         entries = con.execute(
-            "SELECT section, entry_index, entry_key, is_object, event_seq "
-            "FROM cmp_entry_features WHERE feature_id = ? ORDER BY section DESC, entry_index",
+            "SELECT section, entry_index, entry_key, is_object, decision, reason, "
+            "resource_kind, resource_name FROM cmp_entry_features WHERE feature_id = ? "
+            "ORDER BY section DESC, entry_index",
             [feature_id],
         ).fetchall()
     return {"run": run, "calls": calls, "entries": entries}
@@ -88,11 +89,10 @@ def test_projection_features_equal_record_features_and_pinned_ones(store, record
     want = record_features(record)
     assert current["run"] == [tuple(want.run.values())]
     assert current["calls"] == want.calls
-    assert [row[:4] for row in current["entries"]] == want.entries
-    assert all(seq is not None for *_, seq in current["entries"])
+    assert current["entries"] == want.entries
 
-    # A new revision makes this one pinned: its features, now computed from the record, are the
-    # ones the projections held (the entries' event seqs included).
+    # A new revision makes this one pinned: its features, now computed from the record read
+    # back from the log, are the ones the projections held.
     changed = copy.deepcopy(record)
     changed[edited] = {"response": "edited", "status": "x", "items": []}[edited]
     if changed == record:
@@ -167,11 +167,21 @@ def test_a_pinned_revision_is_reduced_once(tmp_path, aioc_records):
     again = bulk_compare(store, pairs=[((key, 1), key), ((key, 1), (key, 2))], record=False)
     assert cached > 0 and _pinned_rows(store) == cached
     (row,) = first.pair_rows()
-    assert not row["same_final_response"] and row["baseline_record_hash"] != (
-        row["candidate_record_hash"]
-    )
+    assert not row["same_final_response"]
+    assert (row["baseline_revision"], row["candidate_revision"]) == (1, 2)
     assert [r["equal"] for r in again.pair_rows()] == [False, False]
     assert again.pair_rows()[1]["candidate_run_key"] == key
+
+    recorded = bulk_compare(store, pairs=[((key, 1), key)])
+    with store.reader() as con:
+        stored = con.execute(
+            "SELECT baseline_run_key, baseline_revision, baseline_record_hash, candidate_run_key, "
+            "candidate_revision, candidate_record_hash, same_final_response "
+            "FROM comparison_pairs WHERE comparison_id = ?",
+            [recorded.comparison_id],
+        ).fetchall()
+    hashes = [sha256_canonical(store.get_record(key, revision=r)) for r in (1, 2)]
+    assert stored == [(key, 1, hashes[0], key, 2, hashes[1], False)]
 
 
 def test_bad_pinned_sides_are_named(tmp_path, aioc_records):

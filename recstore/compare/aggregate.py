@@ -160,30 +160,19 @@ def _divergence(con: Any, limit: int) -> dict:
 
 def _policy_changes(con: Any, limit: int) -> list[dict]:
     """Differing policy positions whose decision or reason changed (or that one side lacks), by
-    resource and outcome: the fields are read from each entry's event, as the policy_decisions
-    view reads them."""
+    resource and outcome."""
     return _rows(
         con,
         f"""
-        WITH d AS (SELECT * FROM _cmp_entry_diff WHERE section = 'policy'),
-        outcome AS (
-            SELECT seq, p ->> '$.decision' AS decision, p ->> '$.reason' AS reason,
-                   p ->> '$.resource.kind' AS resource_kind,
-                   p ->> '$.resource.name' AS resource_name
-            FROM (SELECT seq, rs_json(payload) AS p FROM events
-                  WHERE type = 'policy_decision'
-                    AND seq IN (SELECT a_seq FROM d UNION SELECT b_seq FROM d))
-        )
-        SELECT coalesce(ea.resource_kind, eb.resource_kind) AS resource_kind,
-               coalesce(ea.resource_name, eb.resource_name) AS resource_name,
-               ea.decision AS baseline_decision, ea.reason AS baseline_reason,
-               eb.decision AS candidate_decision, eb.reason AS candidate_reason,
+        SELECT coalesce(resource_kind_a, resource_kind_b) AS resource_kind,
+               coalesce(resource_name_a, resource_name_b) AS resource_name,
+               decision_a AS baseline_decision, reason_a AS baseline_reason,
+               decision_b AS candidate_decision, reason_b AS candidate_reason,
                count(*) AS changes
-        FROM d
-        LEFT JOIN outcome ea ON ea.seq = d.a_seq
-        LEFT JOIN outcome eb ON eb.seq = d.b_seq
-        WHERE NOT (d.in_a AND d.in_b) OR ea.decision IS DISTINCT FROM eb.decision
-           OR ea.reason IS DISTINCT FROM eb.reason
+        FROM _cmp_entry_diff
+        WHERE section = 'policy'
+          AND (NOT (in_a AND in_b) OR decision_a IS DISTINCT FROM decision_b
+               OR reason_a IS DISTINCT FROM reason_b)
         GROUP BY ALL
         ORDER BY changes DESC, resource_kind, resource_name, baseline_decision NULLS FIRST,
                  candidate_decision NULLS FIRST, baseline_reason NULLS FIRST,

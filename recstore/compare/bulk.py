@@ -46,14 +46,15 @@ RunSide = str | tuple[str, int]
 # Pairs whose tool-call sequences are kept for the report's drill-down (worst first).
 DRILLDOWN_LIMIT = 300
 
-# Per-pair columns of a comparison, as the comparison_pairs view shows them and exports write.
+# Per-pair columns of a comparison (exports write them; the comparison_pairs view shows them and
+# the record hash of each compared revision).
 PAIR_COLUMNS = [
     "pair_index",
     "pair_key",
     "baseline_run_key",
     "candidate_run_key",
-    "baseline_record_hash",
-    "candidate_record_hash",
+    "baseline_revision",
+    "candidate_revision",
     *RESULT_COLUMNS,
     "classification",
 ]
@@ -305,20 +306,13 @@ def bulk_compare(
 
 def _pair_rows(con: Any) -> pa.Table:
     """Every pair's row (:data:`PAIR_COLUMNS`, then the revisions' first seqs and feature ids),
-    in pair order; the record hashes are read from the log."""
+    in pair order."""
     return con.sql(
         f"""
-        SELECT p.pair_index, p.pair_key, p.a_key AS baseline_run_key,
-               p.b_key AS candidate_run_key,
-               lower(hex(sa.record_hash)) AS baseline_record_hash,
-               lower(hex(sb.record_hash)) AS candidate_record_hash,
-               {", ".join(f"r.{c}" for c in RESULT_COLUMNS)}, r.classification,
-               p.a_seq, p.b_seq, p.a_fid, p.b_fid
-        FROM _cmp_pairs p
-        JOIN _cmp_classified r USING (pair_index)
-        JOIN streams sa ON sa.first_seq = p.a_seq
-        JOIN streams sb ON sb.first_seq = p.b_seq
-        ORDER BY p.pair_index
+        SELECT pair_index, pair_key, a_key AS baseline_run_key, b_key AS candidate_run_key,
+               a_revision AS baseline_revision, b_revision AS candidate_revision,
+               {", ".join(RESULT_COLUMNS)}, classification, a_seq, b_seq, a_fid, b_fid
+        FROM _cmp_classified ORDER BY pair_index
         """
     ).to_arrow_table()
 

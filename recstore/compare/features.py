@@ -33,6 +33,7 @@ from recstore.formats.events import events_to_record
 from recstore.records import extract_tool_calls
 from recstore.records.keys import RunKeys, call_keys, calls_key, entry_keys, key_of, sequence_key
 from recstore.store.agentuse_ingest import stored_record
+from recstore.store.projection import policy_outcome
 from recstore.store.tables import insert_columns, registered
 
 __all__ = [
@@ -47,8 +48,8 @@ __all__ = [
 
 # Revisions reduced per round trip (bounds memory when many are missing).
 _CHUNK = 5000
-# Event types a section's entries are stored as (their seq locates the entry's outcome fields).
-_ENTRY_EVENTS = {"policy_decision": "policy", "guardrail_decision": "guardrails"}
+# A guardrail entry has no policy outcome (decision, reason, resource kind and name).
+_NO_OUTCOME = (None, None, None, None)
 # What the reassembled record may leave out: features never read these arrays.
 _UNUSED_BY_FEATURES = ("prompt_snapshot", "request_fingerprint", "suspended_proposal")
 _UNUSED_BY_FIELDS = (*_UNUSED_BY_FEATURES, "item_appended")
@@ -60,30 +61,36 @@ class RecordFeatures:
 
     run: dict[str, Any]
     calls: list[tuple] = field(default_factory=list)  # (call_index, name, args_hash, ...)
-    entries: list[tuple] = field(default_factory=list)  # (section, entry_index, key, is_object)
+    # (section, entry_index, entry_key, is_object, decision, reason, resource_kind, ..._name)
+    entries: list[tuple] = field(default_factory=list)
 
 
 def record_features(record: dict) -> RecordFeatures:
     """Reduce one JSON-form RunRecord to the features its projections would hold (pure)."""
     calls = extract_tool_calls(record)
-    policy = entry_keys(record.get("policyDecisions"))
-    guardrails = entry_keys(record.get("guardrailDecisions"))
+    policy = record.get("policyDecisions") or []
+    policy_keys = entry_keys(policy)
+    guardrail_keys = entry_keys(record.get("guardrailDecisions"))
     run = {
         "status": record.get("status"),
         **asdict(RunKeys.of(record)),
         "tool_call_count": len(calls),
         "calls_full_key": calls_key(calls),
-        "policy_seq_key": sequence_key([k for k, _ in policy]),
-        "guardrails_seq_key": sequence_key([k for k, _ in guardrails]),
+        "policy_seq_key": sequence_key([key for key, _ in policy_keys]),
+        "guardrails_seq_key": sequence_key([key for key, _ in guardrail_keys]),
     }
+    entries = [
+        ("policy", i, key, is_object, *policy_outcome(entry))
+        for i, (entry, (key, is_object)) in enumerate(zip(policy, policy_keys, strict=True))
+    ]
+    entries += [
+        ("guardrails", i, key, is_object, *_NO_OUTCOME)
+        for i, (key, is_object) in enumerate(guardrail_keys)
+    ]
     return RecordFeatures(
         run=run,
         calls=[(i, call["name"], *call_keys(call)) for i, call in enumerate(calls)],
-        entries=[
-            (section, i, key, is_object)
-            for section, keys in (("policy", policy), ("guardrails", guardrails))
-            for i, (key, is_object) in enumerate(keys)
-        ],
+        entries=entries,
     )
 
 
@@ -115,17 +122,16 @@ def _new_ids(con: duckdb.DuckDBPyConnection, count: int) -> list[int]:
 
 
 def store_pinned(
-    con: duckdb.DuckDBPyConnection,
-    revisions: list[tuple[str, int, RecordFeatures, dict[tuple[str, int], int]]],
+    con: duckdb.DuckDBPyConnection, revisions: list[tuple[str, int, RecordFeatures]]
 ) -> list[int]:
-    """Cache the features of pinned revisions ``(run_key, revision, features, entry_seqs)``
-    (``entry_seqs``: event seq of each ``(section, entry_index)``); returns their feature ids."""
+    """Cache the features of pinned revisions ``(run_key, revision, features)``; returns their
+    feature ids."""
     ids = _new_ids(con, len(revisions))
     runs, calls, entries = [], [], []
-    for fid, (run_key, revision, feat, seqs) in zip(ids, revisions, strict=True):
+    for fid, (run_key, revision, feat) in zip(ids, revisions, strict=True):
         runs.append((fid, run_key, revision, *feat.run.values()))
         calls.extend((fid, *row) for row in feat.calls)
-        entries.extend((fid, *row, seqs.get((row[0], row[1]))) for row in feat.entries)
+        entries.extend((fid, *row) for row in feat.entries)
     run_columns = ("feature_id", "run_key", "revision", *revisions[0][2].run) if runs else ()
     insert_columns(con, "cmp_pinned_runs", run_columns, runs)
     insert_columns(
@@ -137,7 +143,10 @@ def store_pinned(
     insert_columns(
         con,
         "cmp_pinned_entries",
-        ("feature_id", "section", "entry_index", "entry_key", "is_object", "event_seq"),
+        (
+            "feature_id", "section", "entry_index", "entry_key", "is_object", "decision",
+            "reason", "resource_kind", "resource_name",
+        ),
         entries,
     )
     return ids
@@ -156,49 +165,40 @@ def store_fields(con: duckdb.DuckDBPyConnection, records: list[tuple[int, dict]]
 
 def _stored_revisions(
     con: duckdb.DuckDBPyConnection, revisions: list[tuple[str, int]], skip: tuple[str, ...]
-) -> Iterator[tuple[str, int, dict, dict[tuple[str, int], int]]]:
-    """``(run_key, revision, record, entry_seqs)`` of stored revisions, one query per call.
-    aioc records come back without the arrays of the ``skip`` event types (empty)."""
+) -> Iterator[tuple[str, int, dict]]:
+    """``(run_key, revision, record)`` of stored revisions, one query per call. aioc records
+    come back without the arrays of the ``skip`` event types (empty)."""
     for key, revision in revisions:
-        if key.startswith("agentuse:"):  # a file-event stream: no decision events
-            yield key, revision, stored_record(con, key, revision), {}
+        if key.startswith("agentuse:"):  # a file-event stream, folded by its own reader
+            yield key, revision, stored_record(con, key, revision)
     aioc = [(k, r) for k, r in revisions if not k.startswith("agentuse:")]
     if not aioc:
         return
     wanted = pa.table({"run_key": [k for k, _ in aioc], "revision": [r for _, r in aioc]})
     with registered(con, "_cmp_wanted", wanted):
-        yield from _reassembled(con, skip)
-
-
-def _reassembled(
-    con: duckdb.DuckDBPyConnection, skip: tuple[str, ...]
-) -> Iterator[tuple[str, int, dict, dict[tuple[str, int], int]]]:
-    """The records of the revisions in ``_cmp_wanted(run_key, revision)``, from their events."""
-    cursor = con.execute(
-        """
-        SELECT s.stream_key, s.revision, e.seq, e.type, e.idx, e.payload
-        FROM _cmp_wanted w
-        JOIN streams s ON s.stream_key = w.run_key AND s.revision = w.revision
-        JOIN events e ON e.stream_key = s.stream_key AND e.seq BETWEEN s.first_seq AND s.last_seq
-        WHERE e.type NOT IN (SELECT unnest(?))
-        ORDER BY e.seq
-        """,
-        [list(skip)],
-    )
-    head: tuple[str, int] | None = None
-    events: list[tuple[str, str]] = []
-    seqs: dict[tuple[str, int], int] = {}
-    while batch := cursor.fetchmany(10_000):
-        for key, revision, seq, etype, idx, payload in batch:
-            if head is not None and head != (key, revision):
-                yield *head, events_to_record(events), seqs
-                events, seqs = [], {}
-            head = (key, revision)
-            events.append((etype, payload))
-            if etype in _ENTRY_EVENTS:
-                seqs[_ENTRY_EVENTS[etype], idx] = seq
-    if head is not None:
-        yield *head, events_to_record(events), seqs
+        cursor = con.execute(
+            """
+            SELECT s.stream_key, s.revision, e.type, e.payload
+            FROM _cmp_wanted w
+            JOIN streams s ON s.stream_key = w.run_key AND s.revision = w.revision
+            JOIN events e
+              ON e.stream_key = s.stream_key AND e.seq BETWEEN s.first_seq AND s.last_seq
+            WHERE e.type NOT IN (SELECT unnest(?))
+            ORDER BY e.seq
+            """,
+            [list(skip)],
+        )
+        head: tuple[str, int] | None = None
+        events: list[tuple[str, str]] = []
+        while batch := cursor.fetchmany(10_000):
+            for key, revision, etype, payload in batch:
+                if head is not None and head != (key, revision):
+                    yield *head, events_to_record(events)
+                    events = []
+                head = (key, revision)
+                events.append((etype, payload))
+        if head is not None:
+            yield *head, events_to_record(events)
 
 
 def _pin_missing(con: duckdb.DuckDBPyConnection) -> None:
@@ -224,10 +224,8 @@ def _pin_missing(con: duckdb.DuckDBPyConnection) -> None:
         store_pinned(
             con,
             [
-                (key, revision, record_features(record), seqs)
-                for key, revision, record, seqs in _stored_revisions(
-                    con, chunk, _UNUSED_BY_FEATURES
-                )
+                (key, revision, record_features(record))
+                for key, revision, record in _stored_revisions(con, chunk, _UNUSED_BY_FEATURES)
             ],
         )
     if missing:
@@ -251,15 +249,15 @@ def _add_fields(con: duckdb.DuckDBPyConnection) -> None:
             con,
             [
                 (ids[key, revision], record)
-                for key, revision, record, _ in _stored_revisions(con, chunk, _UNUSED_BY_FIELDS)
+                for key, revision, record in _stored_revisions(con, chunk, _UNUSED_BY_FIELDS)
             ],
         )
 
 
 def resolve_features(con: duckdb.DuckDBPyConnection, with_fields: bool) -> None:
-    """``_cmp_pairs(pair_index, pair_key, a_key, b_key, a_seq, b_seq, a_fid, b_fid)`` from
-    ``_cmp_pairing``: each side's compared revision (``*_seq``: its first event seq, which
-    identifies it in the log) and feature id. A current revision's features are its
+    """``_cmp_pairs(pair_index, pair_key, a_key, b_key, a_revision, b_revision, a_seq, b_seq,
+    a_fid, b_fid)`` from ``_cmp_pairing``: each side's compared revision (``*_seq``: its first
+    event seq, which identifies it in the log) and feature id. A current revision's features are its
     projections'; a pinned older one is reduced the first time a comparison names it. With
     ``with_fields``, revisions without field rows get them."""
     _pin_missing(con)
@@ -267,13 +265,13 @@ def resolve_features(con: duckdb.DuckDBPyConnection, with_fields: bool) -> None:
         """
         CREATE OR REPLACE TEMP TABLE _cmp_pairs AS
         SELECT p.pair_index, p.pair_key, p.a_key, p.b_key,
-               coalesce(qa.first_seq, ra.first_seq) AS a_seq,
-               coalesce(qb.first_seq, rb.first_seq) AS b_seq,
-               coalesce(qa.feature_id, ra.first_seq) AS a_fid,
-               coalesce(qb.feature_id, rb.first_seq) AS b_fid
+               coalesce(p.a_rev, p.a_current_rev) AS a_revision,
+               coalesce(p.b_rev, p.b_current_rev) AS b_revision,
+               coalesce(qa.first_seq, p.a_current) AS a_seq,
+               coalesce(qb.first_seq, p.b_current) AS b_seq,
+               coalesce(qa.feature_id, p.a_current) AS a_fid,
+               coalesce(qb.feature_id, p.b_current) AS b_fid
         FROM _cmp_pairing p
-        JOIN proj_runs ra ON ra.run_key = p.a_key
-        JOIN proj_runs rb ON rb.run_key = p.b_key
         LEFT JOIN _cmp_pinned qa ON qa.run_key = p.a_key AND qa.revision = p.a_rev
         LEFT JOIN _cmp_pinned qb ON qb.run_key = p.b_key AND qb.revision = p.b_rev
         """

@@ -104,35 +104,66 @@ def pair_runs(
     pair_by: PairBy,
     duplicates: str = "latest",
 ) -> None:
-    """Pair two run-key sets (one-column ``run_key`` Arrow tables); writes temp tables
-    ``_cmp_pairing(pair_index, pair_key, a_key, b_key, a_rev, b_rev)`` (revisions NULL: the
-    current ones) and ``_cmp_unpaired_runs(side, run_key, pair_key, reason)``."""
+    """Pair two run-key sets (one-column ``run_key`` Arrow tables of distinct keys); writes
+    temp tables ``_cmp_pairing(pair_index, pair_key, a_key, b_key, a_rev, b_rev, a_current,
+    b_current, a_current_rev, b_current_rev)`` (``*_rev``: a pinned revision, NULL here;
+    ``*_current``: the first seq of the run's current revision, ``*_current_rev`` its number)
+    and ``_cmp_unpaired_runs(side, run_key, pair_key, reason)``."""
     if duplicates not in DUPLICATE_RULES:
         raise InputError(f"--duplicates {duplicates!r}: use latest or all")
+    # Keys are computed before the join (the metadata JSON then does not travel through it),
+    # once when both sides use the same rule.
+    baseline_key, candidate_key = pair_by.key_sql("baseline"), pair_by.key_sql("candidate")
+    if candidate_key == baseline_key:
+        keys, pair_key = f"{baseline_key} AS pair_key", "r.pair_key"
+    else:
+        keys = f"{baseline_key} AS baseline_key, {candidate_key} AS candidate_key"
+        pair_key = "CASE WHEN s.side = 'baseline' THEN r.baseline_key ELSE r.candidate_key END"
     with registered(con, "_cmp_baseline_in", baseline), registered(
         con, "_cmp_candidate_in", candidate
     ):
+        # copies: runs with the run's key on its own side; others: on the other side. Only
+        # runs that share their key with another run of their side are ranked (a window over
+        # every run would cost more than the rest of the pairing).
         con.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE _cmp_keyed AS
-            WITH sides AS (SELECT DISTINCT 'baseline' AS side, run_key FROM _cmp_baseline_in
+            WITH sides AS (SELECT 'baseline' AS side, run_key FROM _cmp_baseline_in
                            UNION ALL
-                           SELECT DISTINCT 'candidate' AS side, run_key FROM _cmp_candidate_in),
+                           SELECT 'candidate' AS side, run_key FROM _cmp_candidate_in),
+            runs AS (
+                SELECT run_key, {keys}, started_text, first_seq, last_seq, revision
+                FROM proj_runs r
+            ),
             keyed AS (
-                SELECT s.side, s.run_key,
-                       CASE WHEN s.side = 'baseline' THEN {pair_by.key_sql("baseline")}
-                            ELSE {pair_by.key_sql("candidate")} END AS pair_key,
-                       r.started_text, r.last_seq
-                FROM sides s JOIN proj_runs r USING (run_key)
+                SELECT s.side, s.run_key, {pair_key} AS pair_key,
+                       r.started_text, r.first_seq, r.last_seq, r.revision
+                FROM sides s JOIN runs r USING (run_key)
+            ),
+            counts AS (
+                SELECT pair_key, count(*) FILTER (WHERE side = 'baseline') AS baseline_runs,
+                       count(*) FILTER (WHERE side = 'candidate') AS candidate_runs
+                FROM keyed WHERE pair_key IS NOT NULL GROUP BY pair_key
+            ),
+            counted AS (
+                SELECT k.*,
+                       CASE WHEN side = 'baseline' THEN baseline_runs ELSE candidate_runs END
+                           AS copies,
+                       CASE WHEN side = 'baseline' THEN candidate_runs ELSE baseline_runs END
+                           AS others
+                FROM keyed k LEFT JOIN counts c USING (pair_key)
+            ),
+            ranked AS (
+                SELECT side, run_key,
+                       row_number() OVER (PARTITION BY side, pair_key
+                                          ORDER BY started_text DESC NULLS LAST, last_seq DESC)
+                           AS rank
+                FROM counted WHERE copies > 1
             )
-            SELECT *,
-                   row_number() OVER (PARTITION BY side, pair_key
-                                      ORDER BY started_text DESC NULLS LAST, last_seq DESC)
-                       AS rank,
-                   count(*) OVER (PARTITION BY side, pair_key) AS copies,
-                   count(*) OVER (PARTITION BY pair_key)
-                       - count(*) OVER (PARTITION BY side, pair_key) AS others
-            FROM keyed
+            SELECT c.side, c.run_key, c.pair_key, c.first_seq, c.revision,
+                   coalesce(r.rank, 1) AS rank,
+                   coalesce(c.copies, 0) AS copies, coalesce(c.others, 0) AS others
+            FROM counted c LEFT JOIN ranked r USING (side, run_key)
             """
         )
     latest = duplicates == "latest"
@@ -142,13 +173,14 @@ def pair_runs(
         SELECT (row_number() OVER (ORDER BY a.pair_key, a.run_key, b.run_key) - 1)::INTEGER
                    AS pair_index,
                a.pair_key, a.run_key AS a_key, b.run_key AS b_key,
-               NULL::INTEGER AS a_rev, NULL::INTEGER AS b_rev
+               NULL::INTEGER AS a_rev, NULL::INTEGER AS b_rev,
+               a.first_seq AS a_current, b.first_seq AS b_current,
+               a.revision AS a_current_rev, b.revision AS b_current_rev
         FROM _cmp_keyed a JOIN _cmp_keyed b
           ON a.pair_key = b.pair_key AND a.side = 'baseline' AND b.side = 'candidate'
         WHERE a.pair_key IS NOT NULL {"AND a.rank = 1 AND b.rank = 1" if latest else ""}
         """
     )
-    # others: runs with the same key on the other side (the window of all sides minus this one)
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _cmp_unpaired_runs AS
@@ -170,7 +202,8 @@ def pair_explicit(
 ) -> None:
     """Pairs given as ``((baseline_run_key, revision), (candidate_run_key, revision))``
     (revision ``None``: the current one), kept in the given order (the same run may appear in
-    several pairs, on either side)."""
+    several pairs, on either side); writes ``_cmp_pairing`` as :func:`pair_runs` does, with no
+    pairing key and no unpaired runs."""
     explicit = pa.table(
         {
             "pair_index": list(range(len(pairs))),
@@ -191,8 +224,15 @@ def pair_explicit(
     )
     with registered(con, "_cmp_explicit_in", explicit):
         con.execute(
-            "CREATE OR REPLACE TEMP TABLE _cmp_pairing AS SELECT pair_index, "
-            "NULL::VARCHAR AS pair_key, a_key, b_key, a_rev, b_rev FROM _cmp_explicit_in"
+            """
+            CREATE OR REPLACE TEMP TABLE _cmp_pairing AS
+            SELECT p.pair_index, NULL::VARCHAR AS pair_key, p.a_key, p.b_key, p.a_rev, p.b_rev,
+                   ra.first_seq AS a_current, rb.first_seq AS b_current,
+                   ra.revision AS a_current_rev, rb.revision AS b_current_rev
+            FROM _cmp_explicit_in p
+            JOIN proj_runs ra ON ra.run_key = p.a_key
+            JOIN proj_runs rb ON rb.run_key = p.b_key
+            """
         )
     con.execute(
         "CREATE OR REPLACE TEMP TABLE _cmp_unpaired_runs (side VARCHAR, run_key VARCHAR, "

@@ -40,6 +40,7 @@ __all__ = [
     "event_offsets",
     "fold_tags",
     "items_keys",
+    "policy_outcome",
     "project_record",
     "rows_from_dicts",
 ]
@@ -62,7 +63,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "payload",
     ),
     "proj_tool_calls": (
-        "run_key", "call_index", "ordinal", "call_id", "name", "item_index", "output_item_index",
+        "run_key", "run_seq", "call_index", "ordinal", "call_id", "name", "item_index", "output_item_index",
         "arguments", "args_hash", "has_output", "output_key", "envelope_status", "envelope_code",
         "request_turn", "visit_index", "agent", "is_handoff", "handoff_target", "policy_decision",
         "policy_decision_index", "in_input", "output_seq", "output",
@@ -76,9 +77,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "request_count", "first_turn", "last_turn", "item_start", "item_end",
     ),
     "proj_policy_decisions": (
-        "run_key", "decision_index", "applied_basis", "event_seq", "entry_key", "is_object",
+        "run_key", "run_seq", "decision_index", "applied_basis", "event_seq", "entry_key",
+        "is_object", "decision", "reason", "resource_kind", "resource_name",
     ),
-    "proj_guardrail_decisions": ("run_key", "decision_index", "event_seq", "entry_key", "is_object"),
+    "proj_guardrail_decisions": (
+        "run_key", "run_seq", "decision_index", "event_seq", "entry_key", "is_object",
+    ),
     "proj_suspended_proposals": (
         "run_key", "proposal_index", "turn", "call_id", "kind", "agent", "tool_name",
         "from_agent", "to_agent", "reason", "public_reason", "policy_version", "expires_at_text",
@@ -93,10 +97,10 @@ PROJECTION_TABLES = tuple(COLUMNS)
 # counts them from 0 and the writer adds the revision's first seq when it stages the rows.
 SEQ_COLUMNS: dict[str, tuple[str, ...]] = {
     "proj_items": ("event_seq",),
-    "proj_tool_calls": ("output_seq",),
+    "proj_tool_calls": ("run_seq", "output_seq"),
     "proj_requests": ("event_seq", "snapshot_seq"),
-    "proj_policy_decisions": ("event_seq",),
-    "proj_guardrail_decisions": ("event_seq",),
+    "proj_policy_decisions": ("run_seq", "event_seq"),
+    "proj_guardrail_decisions": ("run_seq", "event_seq"),
     "proj_suspended_proposals": ("event_seq",),
 }
 # Columns only agentuse runs fill (schema/030_agentuse.sql); their rows have COLUMNS + these.
@@ -229,12 +233,14 @@ def project_record(
         item_canons = [canonical_bytes(item) for item in items]
     items_key, prefixes = items_keys(item_canons, analysis.scope.count)
     calls = _tool_call_rows(analysis, ctx, base.get("item_appended", 0))
-    policy = _entry_rows(record, "policyDecisions", ctx, base, _policy_basis(analysis))
-    guardrails = _entry_rows(record, "guardrailDecisions", ctx, base, None)
+    policy_keys = entry_keys(_list(record, "policyDecisions"))
+    guardrail_keys = entry_keys(_list(record, "guardrailDecisions"))
+    policy = _policy_rows(record, policy_keys, ctx, base, _policy_basis(analysis))
+    guardrails = _guardrail_rows(guardrail_keys, ctx, base)
     run = _run_row(record, analysis, ctx, items_key, RunKeys.of(record))
     run["calls_full_key"] = calls_key(analysis)
-    run["policy_seq_key"] = sequence_key([r[-2] for r in policy])
-    run["guardrails_seq_key"] = sequence_key([r[-2] for r in guardrails])
+    run["policy_seq_key"] = sequence_key([key for key, _ in policy_keys])
+    run["guardrails_seq_key"] = sequence_key([key for key, _ in guardrail_keys])
     return {
         "proj_runs": [_GETTERS["proj_runs"](run)],
         "proj_items": _item_rows(record, analysis, ctx, base.get("item_appended", 0)),
@@ -340,6 +346,7 @@ def _tool_call_rows(a: RecordAnalysis, ctx: RunContext, first_item_seq: int) -> 
         rows.append(
             (
                 ctx.run_key,
+                ctx.first_seq,
                 join.index,
                 _int(call.get("turn")),
                 _text(call.get("callId")),
@@ -423,14 +430,44 @@ def _policy_basis(a: RecordAnalysis) -> dict[int, str]:
     return {t.decision_index: t.basis for t in a.transitions}
 
 
-def _entry_rows(
-    record: dict, key: str, ctx: RunContext, base: dict[str, int], basis: dict[int, str] | None
+def policy_outcome(entry: Any) -> tuple[str | None, str | None, str | None, str | None]:
+    """``(decision, reason, resource_kind, resource_name)`` of a policy decision entry."""
+    entry = _dict(entry)
+    resource = _dict(entry.get("resource"))
+    return (
+        _text(entry.get("decision")),
+        _text(entry.get("reason")),
+        _text(resource.get("kind")),
+        _text(resource.get("name")),
+    )
+
+
+def _policy_rows(
+    record: dict,
+    keys: list[tuple[int, bool]],
+    ctx: RunContext,
+    base: dict[str, int],
+    basis: dict[int, str],
 ) -> list[tuple]:
-    """Rows of the policy (``basis`` given) or guardrail decisions: what their events do not
-    say, i.e. the comparison key of each entry and, for policies, the handoff basis."""
-    first = base.get(ARRAY_EVENT_TYPES[key], 0)
-    rows = []
-    for i, (entry_key, is_object) in enumerate(entry_keys(_list(record, key))):
-        head = (ctx.run_key, i) if basis is None else (ctx.run_key, i, basis.get(i))
-        rows.append((*head, first + i, entry_key, is_object))
-    return rows
+    """Rows of the policy decisions: each entry's comparison key, handoff basis and outcome
+    (``keys``: :func:`~recstore.records.keys.entry_keys` of the entries)."""
+    first = base.get(ARRAY_EVENT_TYPES["policyDecisions"], 0)
+    entries = _list(record, "policyDecisions")
+    return [
+        (
+            ctx.run_key, ctx.first_seq, i, basis.get(i), first + i, key, is_object,
+            *policy_outcome(entries[i]),
+        )
+        for i, (key, is_object) in enumerate(keys)
+    ]
+
+
+def _guardrail_rows(
+    keys: list[tuple[int, bool]], ctx: RunContext, base: dict[str, int]
+) -> list[tuple]:
+    """Rows of the guardrail decisions: each entry's comparison key."""
+    first = base.get(ARRAY_EVENT_TYPES["guardrailDecisions"], 0)
+    return [
+        (ctx.run_key, ctx.first_seq, i, first + i, key, is_object)
+        for i, (key, is_object) in enumerate(keys)
+    ]
