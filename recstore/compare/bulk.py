@@ -1,10 +1,10 @@
-"""Library entry points: :func:`bulk_compare` (thousands of pairs, set-based, recorded) and
-:func:`compare_stored` (two stored runs, the full aioc differences list).
+"""Library entry points: :func:`bulk_compare` (thousands of pairs, set-based, recorded),
+:func:`stored_pairs` (a recorded comparison's rows) and :func:`compare_stored` (two stored runs,
+the full aioc differences list).
 
 Example (needs a store with both run sets)::
 
     from recstore.store import Store
-from recstore.store.tables import registered
     c = bulk_compare(Store("runs.duckdb"), baseline="tag.set = 'baseline'",
                      candidate="tag.set = 'candidate'", pair_by="metadata.caseId")
     c.aggregate["flags"]["equal"], c.failed   # ({'equal': 12, 'changed': 588}, False)
@@ -39,6 +39,7 @@ __all__ = [
     "bulk_compare",
     "compare_pair",
     "compare_stored",
+    "stored_pairs",
 ]
 
 # One side of an explicit pair: a run reference (its current revision) or (reference, revision).
@@ -60,6 +61,11 @@ PAIR_COLUMNS = [
 ]
 # What cmp_pairs stores of a result besides the pair's identity (its revisions are seqs).
 _STORED_RESULTS = ", ".join([*RESULT_COLUMNS, "classification"])
+# PAIR_COLUMNS from a row of _cmp_classified (the engine's result plus the pair's identity).
+_PAIR_SELECT = (
+    "pair_index, pair_key, a_key AS baseline_run_key, b_key AS candidate_run_key, "
+    f"a_revision AS baseline_revision, b_revision AS candidate_revision, {_STORED_RESULTS}"
+)
 
 
 def aioc_result(row: dict) -> dict:
@@ -97,10 +103,23 @@ class Comparison:
     ignore: list[str]
     rule: ClassificationRule
     snapshot_seq: int
-    pairs: pa.Table
+    pair_count: int
     unpaired: list[dict] = field(default_factory=list)
     aggregate: dict = field(default_factory=dict)
     drilldown: list[dict] = field(default_factory=list)
+    # The per-pair rows: given, or (a recorded comparison) read from the store on first use.
+    rows: pa.Table | None = field(default=None, repr=False)
+    store: Store | None = field(default=None, repr=False)
+
+    @property
+    def pairs(self) -> pa.Table:
+        """Per-pair rows (:data:`PAIR_COLUMNS`) in pair order, as an Arrow table. A recorded
+        comparison keeps them in the store until they are first asked for."""
+        if self.rows is None:
+            if self.store is None or self.comparison_id is None:
+                raise ValueError("this comparison has neither its pair rows nor a store")
+            self.rows = stored_pairs(self.store, self.comparison_id)
+        return self.rows
 
     @property
     def failed(self) -> bool:
@@ -215,7 +234,7 @@ def _record(con: Any, comparison: Comparison) -> int:
             json.dumps(comparison.ignore),
             json.dumps(comparison.rule.to_dict()),
             comparison.snapshot_seq,
-            comparison.pairs.num_rows,
+            comparison.pair_count,
             unpaired_counts["baseline"],
             unpaired_counts["candidate"],
             duplicates,
@@ -226,7 +245,7 @@ def _record(con: Any, comparison: Comparison) -> int:
     con.execute(
         f"INSERT INTO cmp_pairs (comparison_id, pair_index, pair_key, baseline_seq, "
         f"candidate_seq, {_STORED_RESULTS}) "
-        f"SELECT ?, pair_index, pair_key, a_seq, b_seq, {_STORED_RESULTS} FROM _cmp_pair_rows",
+        f"SELECT ?, pair_index, pair_key, a_seq, b_seq, {_STORED_RESULTS} FROM _cmp_classified",
         [comparison_id],
     )
     con.execute(
@@ -274,6 +293,10 @@ def bulk_compare(
     else:
         rule_text, selections = "explicit", None
     with store.writer() as con:
+        # Every statement below handles at most a few hundred thousand rows, mostly one row
+        # group each: a second thread costs DuckDB more than it brings (at 100k pairs, 0.85 s
+        # of CPU with one thread against 1.01 s with two, and less wall time too).
+        con.execute("SET threads = 1")
         ((snapshot,),) = con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchall()
         if selections is None:
             _explicit_pairs(con, pairs)
@@ -282,39 +305,39 @@ def bulk_compare(
         resolve_features(con, spec.needs_fields())
         compare_pairs(con, sections, spec)
         classify(con, rule)
-        rows = _pair_rows(con)
-        with registered(con, "_cmp_pair_rows", rows):
-            comparison = Comparison(
-                comparison_id=None,
-                baseline_filter=baseline,
-                candidate_filter=candidate,
-                pair_by=rule_text,
-                duplicates=duplicates,
-                sections=sorted(sections),
-                ignore=spec.paths(),
-                rule=rule,
-                snapshot_seq=snapshot,
-                pairs=rows.select(PAIR_COLUMNS),
-                unpaired=_unpaired(con),
-                aggregate=aggregate(con, seed=seed),
-                drilldown=_drilldown(con, DRILLDOWN_LIMIT),
-            )
-            if record:
-                comparison.comparison_id = _record(con, comparison)
+        comparison = Comparison(
+            comparison_id=None,
+            baseline_filter=baseline,
+            candidate_filter=candidate,
+            pair_by=rule_text,
+            duplicates=duplicates,
+            sections=sorted(sections),
+            ignore=spec.paths(),
+            rule=rule,
+            snapshot_seq=snapshot,
+            pair_count=con.execute("SELECT count(*) FROM _cmp_classified").fetchone()[0],
+            unpaired=_unpaired(con),
+            aggregate=aggregate(con, seed=seed),
+            drilldown=_drilldown(con, DRILLDOWN_LIMIT),
+        )
+        if record:
+            comparison.comparison_id = _record(con, comparison)
+            comparison.store = store
+        else:
+            comparison.rows = con.sql(
+                f"SELECT {_PAIR_SELECT} FROM _cmp_classified ORDER BY pair_index"
+            ).to_arrow_table()
     return comparison
 
 
-def _pair_rows(con: Any) -> pa.Table:
-    """Every pair's row (:data:`PAIR_COLUMNS`, then the revisions' first seqs and feature ids),
-    in pair order."""
-    return con.sql(
-        f"""
-        SELECT pair_index, pair_key, a_key AS baseline_run_key, b_key AS candidate_run_key,
-               a_revision AS baseline_revision, b_revision AS candidate_revision,
-               {", ".join(RESULT_COLUMNS)}, classification, a_seq, b_seq, a_fid, b_fid
-        FROM _cmp_classified ORDER BY pair_index
-        """
-    ).to_arrow_table()
+def stored_pairs(store: Store, comparison_id: int) -> pa.Table:
+    """The per-pair rows (:data:`PAIR_COLUMNS`) of a recorded comparison, in pair order."""
+    with store.reader() as con:
+        return con.sql(
+            f"SELECT {', '.join(PAIR_COLUMNS)} FROM comparison_pairs WHERE comparison_id = ? "
+            "ORDER BY pair_index",
+            params=[comparison_id],
+        ).to_arrow_table()
 
 
 def _drilldown(con: Any, limit: int) -> list[dict]:
@@ -325,13 +348,13 @@ def _drilldown(con: Any, limit: int) -> list[dict]:
     )
     cursor = con.execute(
         f"""
-        WITH chosen AS (SELECT * FROM _cmp_pair_rows ORDER BY {order} LIMIT {int(limit)}),
+        WITH chosen AS (SELECT * FROM _cmp_classified ORDER BY {order} LIMIT {int(limit)}),
         tools AS (
             SELECT feature_id, list(name ORDER BY call_index) AS names FROM cmp_call_features
             WHERE feature_id IN (SELECT a_fid FROM chosen UNION SELECT b_fid FROM chosen)
             GROUP BY feature_id
         )
-        SELECT {", ".join(f"c.{name}" for name in PAIR_COLUMNS)},
+        SELECT {_PAIR_SELECT},
                coalesce(ta.names, []) AS baseline_tools, coalesce(tb.names, []) AS candidate_tools
         FROM chosen c
         LEFT JOIN tools ta ON ta.feature_id = c.a_fid

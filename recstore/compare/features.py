@@ -263,7 +263,7 @@ def resolve_features(con: duckdb.DuckDBPyConnection, with_fields: bool) -> None:
     _pin_missing(con)
     con.execute(
         """
-        CREATE OR REPLACE TEMP TABLE _cmp_pairs AS
+        CREATE OR REPLACE TEMP VIEW _cmp_pairs AS
         SELECT p.pair_index, p.pair_key, p.a_key, p.b_key,
                coalesce(p.a_rev, p.a_current_rev) AS a_revision,
                coalesce(p.b_rev, p.b_current_rev) AS b_revision,

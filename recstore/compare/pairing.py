@@ -1,4 +1,4 @@
-"""Pair baseline runs with candidate runs, in SQL over the store's ``runs`` and ``lineage``.
+"""Pair baseline runs with candidate runs, in SQL over the store's run projections and lineage.
 
 A pairing rule (:class:`PairBy`) gives every run a key; runs with equal keys on the two sides
 form pairs. Nothing is dropped silently: runs without a key, runs whose key has no partner on the
