@@ -9,8 +9,11 @@
    stream every row as Arrow batches) and of the equivalent hand-written SQL run directly on
    the same read-only DuckDB connection (``execute`` + ``fetchall``), with the ratio. Both sides
    must return the same number of rows (checked, not timed).
+4. **Documented examples**: every ``dsl`` example of docs/queries.md through the query layer,
+   median ms each and the slowest (the aim: every one under a second at 200,000 runs).
 
-Run: python benchmarks/bench_query.py [--runs 100000] [--distinct 2000] [--repeat 5]
+Run: python benchmarks/bench_query.py [--runs 200000] [--distinct 2000] [--repeat 5]
+     [--db STORE]   (an existing store instead of the cached one)
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ from recstore.store import Store
 from recstore.synth import generate_corpus
 
 OUT = Path(__file__).resolve().parent / "out"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "queries.md"
+
+
+def documented_examples() -> list[str]:
+    """The DSL of every ```dsl block in docs/queries.md."""
+    text = DOCS.read_text(encoding="utf-8")
+    return [block.split("```", 1)[0].strip() for block in text.split("```dsl\n")[1:]]
 
 # (label, DSL, hand-written DuckDB SQL answering the same question)
 QUESTIONS = [
@@ -94,9 +104,12 @@ def main() -> None:
     parser.add_argument("--distinct", type=int, default=2_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--compile-repeat", type=int, default=300)
+    parser.add_argument("--db", type=Path, help="an existing store to query")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
-    store = build_store(OUT / f"query-{args.runs}.duckdb", args.runs, args.distinct)
+    store = Store(args.db) if args.db else build_store(
+        OUT / f"query-{args.runs}.duckdb", args.runs, args.distinct
+    )
 
     with store.reader() as con:
         lock_down(con)
@@ -133,6 +146,19 @@ def main() -> None:
                   f"{dsl_s / sql_s:>7.2f}x {dsl_rows:>8,}")
         print(f"\ngeometric mean DSL/SQL latency ratio: "
               f"{statistics.geometric_mean(ratios):.2f}x")
+
+        print(f"\nevery DSL example of docs/queries.md on {run_count:,} runs (median ms):")
+        slowest = 0.0
+        for text in documented_examples():
+            def run(t=text) -> int:
+                result = execute(con, compile_dsl(t, catalog, now=now))
+                return sum(batch.num_rows for batch in result.batches)
+
+            rows = run()
+            seconds = median_seconds(run, args.repeat)
+            slowest = max(slowest, seconds)
+            print(f"  {seconds * 1e3:>8.1f} ms {rows:>8,} rows  {text}")
+        print(f"slowest documented example: {slowest * 1e3:.0f} ms")
 
 
 if __name__ == "__main__":

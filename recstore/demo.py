@@ -7,7 +7,6 @@ directory (a fresh temporary one unless given) that is left in place for a look 
 
 from __future__ import annotations
 
-import json
 import shlex
 import tempfile
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import TextIO
 import click
 
 from recstore import synth
+from recstore.jsonout import write_json
 
 __all__ = ["run_demo"]
 
@@ -59,6 +59,7 @@ class _Demo:
         self.workdir = workdir
         self.db = workdir / "demo.duckdb"
         self.out = out
+        self.commands: list[dict] = []  # every command run and its exit status (demo --json)
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
@@ -77,14 +78,14 @@ class _Demo:
             code = cli.main(args=argv, prog_name="recstore", standalone_mode=False, obj={}) or 0
         except SystemExit as exc:
             code = int(exc.code or 0)
+        self.commands.append({"argv": ["recstore", *argv], "exit": code})
         if code not in expect:
             raise click.ClickException(f"demo step `recstore {shlex.join(args)}` exited {code}")
         return code
 
 
 def _write_single(path: Path, record: dict) -> Path:
-    path.write_text(json.dumps(record, ensure_ascii=False, indent=2), encoding="utf-8")
-    return path
+    return write_json(path, record)
 
 
 def _pick_handoff_case(n: int, seed: int) -> tuple[dict, dict]:
@@ -101,8 +102,9 @@ def _pick_handoff_case(n: int, seed: int) -> tuple[dict, dict]:
 
 
 def run_demo(workdir: Path | None = None, n: int = 200, seed: int = 7,
-             out: TextIO | None = None) -> Path:
-    """Generate a corpus and run the pipeline on it; returns the work directory."""
+             out: TextIO | None = None) -> dict:
+    """Generate a corpus and run the pipeline on it, printing each command and its output to
+    ``out``; returns the work directory, store, reports and every command with its exit status."""
     workdir = Path(workdir or tempfile.mkdtemp(prefix="recstore-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     demo = _Demo(workdir, out or click.get_text_stream("stdout"))
@@ -167,4 +169,5 @@ def run_demo(workdir: Path | None = None, n: int = 200, seed: int = 7,
     demo.say()
     demo.say(f"Done. Everything is in {workdir} (store: {demo.db.name}).")
     demo.say(f"Reports: {report} and {reports}/")
-    return workdir
+    return {"workdir": str(workdir), "store": str(demo.db), "compareReport": str(report),
+            "sweepReports": str(reports), "commands": demo.commands}

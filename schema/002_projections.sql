@@ -132,27 +132,30 @@ CREATE TABLE IF NOT EXISTS proj_visits (
 );
 
 -- Policy and guardrail decisions: what the event does not say (the decision's comparison key,
--- whether a handoff applied), and a policy decision's outcome (decision, reason, resource):
--- short texts that queries filter on and bulk compare reports for every changed entry; the
--- views read the other fields of the decision from its event.
+-- whether a handoff applied) and the few short fields queries filter on or bulk compare reports
+-- for every changed entry (a policy decision's reason); the views read every other field of the
+-- decision from its event.
 CREATE TABLE IF NOT EXISTS proj_policy_decisions (
     run_key         VARCHAR NOT NULL,
     run_seq         BIGINT NOT NULL,       -- the run revision's first_seq (bulk compare's id)
     decision_index  INTEGER NOT NULL,
+    decision        VARCHAR,               -- allow | deny | require_approval | ...
+    reason          VARCHAR,
+    resource_kind   VARCHAR,               -- tool | handoff
+    resource_name   VARCHAR,
+    policy_version  VARCHAR,
     applied_basis   VARCHAR,               -- recorded | inferred | unknown (handoffs only)
     event_seq       BIGINT NOT NULL,
     entry_key       BIGINT NOT NULL,       -- key of the whole entry (bulk compare)
-    is_object       BOOLEAN NOT NULL,
-    decision        VARCHAR,               -- allow | deny | require_approval
-    reason          VARCHAR,
-    resource_kind   VARCHAR,               -- tool | handoff
-    resource_name   VARCHAR
+    is_object       BOOLEAN NOT NULL
 );
 
 CREATE TABLE IF NOT EXISTS proj_guardrail_decisions (
     run_key         VARCHAR NOT NULL,
     run_seq         BIGINT NOT NULL,
     decision_index  INTEGER NOT NULL,
+    guardrail_name  VARCHAR,
+    decision        VARCHAR,               -- pass | triggered
     event_seq       BIGINT NOT NULL,
     entry_key       BIGINT NOT NULL,
     is_object       BOOLEAN NOT NULL

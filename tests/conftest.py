@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +34,31 @@ AIOC_RECORD_NAMES = [
     "v-thread-continuation",
     "v-guardrail-triggered",
 ]
+
+
+HOSTILE = FIXTURES / "hostile"
+
+
+def run_cli(db: Path | str, *args: str, cwd: Path | str | None = None) -> subprocess.CompletedProcess:
+    """The real ``recstore`` CLI in a subprocess on the store ``db`` (text output captured)."""
+    return subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), *args],
+                          capture_output=True, text=True, cwd=cwd or REPO_ROOT, timeout=600)
+
+
+def from_source_sweep(folder: Path, name: str, query: str, select_extra: str = "") -> Path:
+    """Write ``<folder>/<name>.toml``: a sweep replaying what ``query`` selects from source
+    (``select_extra``: more ``[select]`` lines); returns its path."""
+    path = folder / f"{name}.toml"
+    path.write_text(f"name = {json.dumps(name)}\n[select]\nquery = {json.dumps(query)}\n"
+                    f"{select_extra}[candidate]\nfrom_source = true\n", encoding="utf-8")
+    return path
+
+
+def hostile_cases(name: str) -> list[tuple[str, ...]]:
+    """The cases of ``tests/fixtures/hostile/<name>``: one per line, fields separated by tabs,
+    ``#`` comment lines skipped (a new attack is one line to add)."""
+    lines = (HOSTILE / name).read_text(encoding="utf-8").splitlines()
+    return [tuple(line.split("\t")) for line in lines if line.strip() and not line.startswith("#")]
 
 
 def read_ndjson_gz(path: Path) -> list[dict]:
@@ -63,6 +91,30 @@ def fixture_store(tmp_path_factory: pytest.TempPathFactory):
     return build_store(tmp_path_factory.mktemp("query-store") / "runs.duckdb")
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """The one local Spark session of the whole test run (a JVM start costs 10-30 s), stopped when
+    the run ends. ``recstore.query.spark.spark_session`` hands the same session to the library's
+    Spark path, so in-process tests and the CLI run in-process share it. Skips without pyspark
+    or Java."""
+    from recstore.query.spark import spark_missing_reason, spark_session
+
+    reason = spark_missing_reason()
+    if reason is not None:
+        pytest.skip(f"Spark tests need pyspark and Java 17+: {reason}")
+    with pytest.MonkeyPatch.context() as patch:
+        # The JVM's quick (C1) compiler only: the tests run many small queries in a short-lived
+        # JVM, where the optimizing compiler's threads cost more than they win back (the Spark
+        # tests take half as long on 2 cores). Results do not depend on it.
+        if "PYSPARK_SUBMIT_ARGS" not in os.environ:  # a developer's own settings win
+            patch.setenv("PYSPARK_SUBMIT_ARGS",
+                         "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
+        session = spark_session()
+    yield session
+    session.stop()
+    spark_session.cache_clear()
+
+
 def reverse_key_order(value):
     """The same JSON value with every object's keys in reverse order."""
     if isinstance(value, dict):
@@ -70,3 +122,17 @@ def reverse_key_order(value):
     if isinstance(value, list):
         return [reverse_key_order(v) for v in value]
     return value
+
+
+class ProgressLog:
+    """A :class:`recstore.progress.Progress` that records every update, and interrupts the
+    work (as Ctrl-C would) once ``stop_at`` units are done."""
+
+    def __init__(self, stop_at: int | None = None):
+        self.seen: list[tuple[int, int | None]] = []
+        self.stop_at = stop_at
+
+    def update(self, done: int, total: int | None = None) -> None:
+        self.seen.append((done, total))
+        if self.stop_at is not None and done >= self.stop_at:
+            raise KeyboardInterrupt

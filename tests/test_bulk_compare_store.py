@@ -8,11 +8,11 @@ import itertools
 import pytest
 
 from recstore.canonical import canonical_json
-from recstore.records.keys import key_of
 from recstore.compare import ClassificationRule, aioc_result, bulk_compare, compare_stored
 from recstore.errors import InputError, NotFoundError
 from recstore.query import run_query
 from recstore.records import compare_records, input_scope
+from recstore.records.keys import key_of
 from recstore.store import Store
 
 from .conftest import AIOC_FIXTURES, AIOC_RECORD_NAMES, CORPUS_DEV, read_ndjson_gz

@@ -8,6 +8,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -242,3 +244,57 @@ def test_ingest_with_worker_processes_stores_what_one_process_stores(tmp_path):
         *(f"SELECT * FROM {t} ORDER BY ALL" for t in PROJECTION_TABLES),
     ]:
         assert _rows(stores[0], sql) == _rows(stores[1], sql), sql
+
+
+def _cli(db: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "recstore", "--db", str(db), *args],
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_tag_and_retag_through_the_cli_make_the_compare_flow_work(tmp_path):
+    """The README's flow: ingest, then tag the two sets, then compare them by tag."""
+    db = tmp_path / "s.duckdb"
+    path = _write_ndjson(tmp_path / "in.ndjson", _records(6))
+    assert _cli(db, "ingest", str(path)).returncode == 0
+    # re-ingesting with --tag tags the identical runs (before: counted as duplicates, untagged)
+    again = _cli(db, "ingest", str(path), "--tag", "set=v1", "--json")
+    assert json.loads(again.stdout)["tagged"] == 6
+    tagged = _cli(db, "tag", "metadata.caseId = 'case-00001'", "set=v2", "team=x", "--json")
+    assert tagged.returncode == 0, tagged.stderr
+    assert json.loads(tagged.stdout) == {"selected": 1, "tagged": 1}
+    removed = _cli(db, "tag", "tag.team = 'x'", "--remove", "team")
+    assert removed.returncode == 0 and "tagged 1 of 1" in removed.stdout
+    counts = _cli(db, "query", "SELECT tags->>'$.set' AS s, count(*) AS n FROM runs "
+                  "GROUP BY 1 ORDER BY 1", "--format", "csv")
+    assert counts.stdout.split() == ["s,n", "v1,5", "v2,1"]
+    assert _cli(db, "verify").returncode == 0
+    nothing = _cli(db, "tag", "tag.set = 'nope'", "a=b")
+    assert nothing.returncode == 2 and "selects no runs" in nothing.stderr
+    assert "Traceback" not in nothing.stderr
+
+
+def test_rejects_listing_limits_since_and_summary(tmp_path):
+    db = tmp_path / "s.duckdb"
+    bad = tmp_path / "bad.ndjson"
+    bad.write_text("".join('{"runId": 1}\n' if i % 2 else "nope\n" for i in range(30)))
+    assert _cli(db, "ingest", str(bad)).returncode == 1
+    listed = _cli(db, "rejects", "--limit", "5", "--json")
+    assert len(json.loads(listed.stdout)) == 5
+    assert len(json.loads(_cli(db, "rejects", "--limit", "0", "--json").stdout)) == 30
+    assert json.loads(_cli(db, "rejects", "--since", "+1d", "--json").stdout) == []
+    summary = json.loads(_cli(db, "rejects", "--summary", "--json").stdout)
+    assert sorted(row["rejects"] for row in summary) == [15, 15]
+    assert all(row["sources"] == 1 for row in summary)
+    wrong = _cli(db, "rejects", "--since", "yesterday")
+    assert wrong.returncode == 2 and "--since" in wrong.stderr
+
+
+def test_ingest_max_record_bytes_through_the_cli(tmp_path):
+    db = tmp_path / "s.duckdb"
+    good = _records(2)
+    path = _write_ndjson(tmp_path / "in.ndjson", [dict(good[0], question="x" * 20_000), good[1]])
+    done = _cli(db, "ingest", str(path), "--max-record-bytes", "15000")
+    assert done.returncode == 1 and "accepted 1" in done.stdout
+    assert "over the 15,000-byte limit" in done.stderr

@@ -24,6 +24,8 @@ from recstore.sweep.runner import run_sweep
 from recstore.sweep.spec import load_spec
 from recstore.synth import generate_corpus
 
+from .conftest import ProgressLog
+
 CHANGED_TOOL = "get_finance_report"
 CASES = 80
 # The shipped example is the spec under test, so the documentation cannot drift from what works.
@@ -77,12 +79,8 @@ def interrupted_run(store: Store, spec, monkeypatch, *, group: int, after: int) 
     monkeypatch.setattr(runner_module, "FLUSH_CASES", group)
     monkeypatch.setattr(runner_module, "FLUSH_SECONDS", 3600.0)
 
-    def stop(done, total):
-        if done >= after:
-            raise KeyboardInterrupt
-
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(store, spec, progress=stop)
+        run_sweep(store, spec, progress=ProgressLog(stop_at=after))
 
 
 def query(store: Store, sql: str, params: list | None = None) -> list[tuple]:
@@ -243,7 +241,7 @@ def test_cli_run_status_report_and_exit_codes(store, spec_path, tmp_path):
     status = cli(store.path, "sweep", "status", "finance-schema", "--json")
     assert status.returncode == 0 and json.loads(status.stdout)[0]["fail_count"] == summary["counts"]["fail"]
     report = cli(store.path, "sweep", "report", "finance-schema", "--output", str(tmp_path / "r"))
-    assert report.returncode == 0 and (tmp_path / "r" / f"sweep-{summary['sweep_run_id']}.html").exists()
+    assert report.returncode == 0 and (tmp_path / "r" / f"sweep-finance-schema-{summary['run_number']}.html").exists()
     # the views are queryable through the query layer
     q = cli(store.path, "query", "SELECT fail_count FROM sweep_runs", "--format", "json")
     assert q.returncode == 0 and str(summary["counts"]["fail"]) in q.stdout

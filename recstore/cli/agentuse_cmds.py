@@ -3,13 +3,14 @@ without touching a store (ingest, replay --match agentuse and --command live on 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from recstore.cli import cli
+from recstore.cli.terminal import say
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 
 
 @cli.group("agentuse")
@@ -38,18 +39,18 @@ def check(ctx: click.Context, path: str, as_json: bool) -> None:
     runs = [assemble_run(tree.files) for tree in scan.trees]
     problems = [*scan.problems, *(p for run in runs for p in run.problems)]
     if as_json:
-        click.echo(json.dumps(_report(scan.layout, runs, problems), ensure_ascii=False, indent=2))
+        click.echo(dumps(_report(scan.layout, runs, problems)))
     else:
-        click.echo(f"{scan.layout}: {len(runs)} sessions, {len(problems)} problems")
+        say(f"{scan.layout}: {len(runs)} sessions, {len(problems)} problems")
         for run in runs:
             root = run.root
-            click.echo(
+            say(
                 f"{run.run_key} {root.status} {root.agent_id} visits={len(run.visits)} "
                 f"tool_calls={len(run.tool_calls)} gates={len(run.gates)}"
                 + (" mock" if root.mock else "")
             )
         for p in problems:
-            click.echo(f"{p.source_path or p.rel_path}: {p.code}: {p.reason}", err=True)
+            say(f"{p.source_path or p.rel_path}: {p.code}: {p.reason}", err=True)
     ctx.exit(1 if problems else 0)
 
 

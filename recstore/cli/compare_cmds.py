@@ -5,7 +5,6 @@ Reuses ``record_cmds``' ``compare_options`` and ``echo_comparison`` for the one-
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -15,7 +14,9 @@ import pyarrow.parquet as pq
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
 from recstore.cli.record_cmds import compare_options, echo_comparison
+from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.compare import (
+    DEFAULT_MAX_UNPAIRED,
     DUPLICATE_RULES,
     PRESETS,
     ClassificationRule,
@@ -23,9 +24,28 @@ from recstore.compare import (
     compare_pair,
     compare_stored,
 )
+from recstore.compare.details import DETAIL_LIMIT
 from recstore.compare.report import render_html, render_text
 from recstore.errors import InputError
 from recstore.formats.aioc import load_record_file
+from recstore.jsonout import dumps
+
+
+def _gate(ctx: click.Context, comparison, max_unpaired: float) -> None:
+    """Exit as the gate decides: 1 on a failed pair, 3 (raised) on too many unpaired runs, else
+    0; unpaired runs within the allowance are still reported."""
+    unpaired = comparison.unpaired_error(max_unpaired)
+    if comparison.failed:
+        if unpaired is not None:
+            say(f"recstore: also: {unpaired}", err=True)
+        ctx.exit(1)
+    if unpaired is not None:
+        raise unpaired
+    counts = comparison.unpaired_counts()
+    if counts["baseline"] or counts["candidate"]:
+        say(f"recstore: note: unpaired runs: baseline {counts['baseline']}, candidate "
+            f"{counts['candidate']} (within --max-unpaired {max_unpaired:g})", err=True)
+    ctx.exit(0)
 
 
 def _write_pairs(comparison, fmt: str, output: str) -> None:
@@ -72,7 +92,29 @@ def _write_pairs(comparison, fmt: str, output: str) -> None:
 )
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="File for --format.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write an HTML report.")
+@click.option(
+    "--html-details",
+    type=click.IntRange(min=0),
+    default=DETAIL_LIMIT,
+    show_default=True,
+    metavar="N",
+    help="Changed pairs whose drill-down the HTML report embeds (every pair is in its table).",
+)
 @click.option("--no-record", is_flag=True, help="Do not store the comparison in the store.")
+@quiet_option
+@click.option(
+    "--max-unpaired",
+    type=click.FloatRange(0.0, 1.0),
+    default=DEFAULT_MAX_UNPAIRED,
+    show_default=True,
+    metavar="FRACTION",
+    help="Share of a side's runs that may go unpaired before the gate exits 3.",
+)
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Accept a side that selects no runs, or no pairs (exit 0 instead of 3).",
+)
 @compare_options
 @click.pass_context
 def compare_cmd(
@@ -89,7 +131,11 @@ def compare_cmd(
     fmt: str | None,
     output: str | None,
     html_path: str | None,
+    html_details: int,
     no_record: bool,
+    quiet: bool,
+    max_unpaired: float,
+    allow_empty: bool,
     as_json: bool,
     include: tuple[str, ...],
     exclude: tuple[str, ...],
@@ -100,8 +146,10 @@ def compare_cmd(
     A B         two RunRecord files, or two stored runs (run key, run id or prefix):
                 aioc's full result; exit 0 when equal, 1 when different.
     --baseline F --candidate F [--pair-by KEY]
-                bulk: pair the two run sets and compare every pair in SQL; exit 0 when
-                no pair classifies as fail, 1 otherwise (a CI gate).
+                bulk: pair the two run sets and compare every pair in SQL (a CI gate):
+                exit 1 when a pair classifies as fail; 3 when a side selects no runs,
+                nothing pairs, or more than --max-unpaired of a side's runs are
+                unpaired (default 0: every selected run must be compared); else 0.
 
     Pairs classify as fail when the candidate failed, warn when not equal, else pass
     (aioc's rule); --fail-on/--warn-on take signals: statusChanged, toolsChanged,
@@ -122,28 +170,32 @@ def compare_cmd(
             raise InputError("bulk compare needs both --baseline and --candidate, and no A B")
         if (fmt is None) != (output is None):
             raise InputError("--format and --output go together")
-        comparison = bulk_compare(
-            existing_store(ctx),
-            baseline,
-            candidate,
-            pair_by=pair_by,
-            ignore=ignore,
-            preset=preset,
-            include_sections=include_sections,
-            exclude_sections=exclude,
-            duplicates=duplicates,
-            rule=ClassificationRule.parse(fail_on, warn_on),
-            record=not no_record,
-        )
+        store = existing_store(ctx)
+        with CliProgress("compare: reduce runs", quiet=quiet) as progress:
+            comparison = bulk_compare(
+                store,
+                baseline,
+                candidate,
+                pair_by=pair_by,
+                ignore=ignore,
+                preset=preset,
+                include_sections=include_sections,
+                exclude_sections=exclude,
+                duplicates=duplicates,
+                rule=ClassificationRule.parse(fail_on, warn_on),
+                record=not no_record,
+                allow_empty=allow_empty,
+                progress=progress,
+            )
         if fmt:
             _write_pairs(comparison, fmt, output)
         if html_path:
-            Path(html_path).write_text(render_html(comparison), encoding="utf-8")
+            Path(html_path).write_text(render_html(comparison, store, detail_limit=html_details), encoding="utf-8")
         if as_json:
-            click.echo(json.dumps(comparison.to_dict(), ensure_ascii=False, default=str))
+            click.echo(dumps(comparison.to_dict()))
         else:
-            click.echo(render_text(comparison))
-        ctx.exit(1 if comparison.failed else 0)
+            say(render_text(comparison))
+        _gate(ctx, comparison, max_unpaired)
     if len(runs) != 2:
         raise InputError("give two files or runs (A B), or --baseline and --candidate")
     a, b = runs

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +10,9 @@ import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
+from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 from recstore.query import (
     FORMATS,
     CompiledQuery,
@@ -59,10 +60,12 @@ def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> Comp
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to FILE.")
+@columns_option
+@vertical_option
 @click.pass_context
 def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: bool,
               dialect: str | None, engine: str, parquet: str | None, fmt: str, as_json: bool,
-              output: str | None) -> None:
+              output: str | None, columns: list[str] | None, vertical: bool) -> None:
     """Run read-only SQL or a filter-DSL query (or @saved-name) over the store's views.
 
     \b
@@ -78,7 +81,7 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
     values = _params(params)
     if explain or dialect:
         compiled = _compile(text, values, None)
-        click.echo(compiled.to(dialect or "duckdb", pretty=True))
+        say(compiled.to(dialect or "duckdb", pretty=True))
         return
     if engine == "spark":
         if not parquet:
@@ -86,11 +89,13 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
                              source="--engine")
         from recstore.query.spark import run_on_spark
 
-        write_result(run_on_spark(_compile(text, values, default_catalog()), parquet), fmt,
-                     output)
+        result = run_on_spark(_compile(text, values, default_catalog()), parquet)
+        write_result(result.select(columns) if columns else result, fmt, output,
+                     vertical=vertical or None)
         return
     with _store_result(ctx, text, values) as result:
-        write_result(result, fmt, output)
+        write_result(result.select(columns) if columns else result, fmt, output,
+                     vertical=vertical or None)
 
 
 @contextlib.contextmanager
@@ -106,17 +111,17 @@ def queries_cmd(as_json: bool) -> None:
     """List the saved queries (run one with `recstore query @NAME`)."""
     saved = list_saved()
     if as_json:
-        click.echo(json.dumps([
+        click.echo(dumps([
             {"name": q.name, "language": q.language, "description": q.description,
              "params": [p.__dict__ for p in q.params], "path": str(q.path)} for q in saved
-        ], indent=2))
+        ]))
         return
     width = max((len(q.name) for q in saved), default=0) + 1
     for q in saved:
-        click.echo(f"@{q.name:<{width}} {q.language}  {q.description}")
+        say(f"@{q.name:<{width}} {q.language}  {q.description}")
         for p in q.params:
             default = f" = {p.default}" if p.default is not None else ""
-            click.echo(f"  {'':<{width}}   --param {p.name}=<{p.type}>{default}  {p.description}")
+            say(f"  {'':<{width}}   --param {p.name}=<{p.type}>{default}  {p.description}")
 
 
 @cli.command("schema")
@@ -130,30 +135,65 @@ def schema_cmd(ctx: click.Context, as_json: bool) -> None:
     else:
         catalog = default_catalog()
     if as_json:
-        click.echo(json.dumps(schema_json(catalog), indent=2))
+        click.echo(dumps(schema_json(catalog)))
     else:
-        click.echo(schema_text(catalog), nl=False)
+        say(schema_text(catalog), nl=False)
 
 
 @cli.command("export")
-@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("target", required=False, metavar="DIRECTORY | FILTER")
+@click.option("--otlp", "otlp_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write each run (or each run FILTER selects) as an OTLP/JSON trace file.")
+@click.option("--content", type=click.Choice(["none", "metadata", "full"]), default="metadata",
+              show_default=True,
+              help="With --otlp: metadata adds argument hashes and record metadata; full adds "
+              "tool arguments, results and messages.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@quiet_option
 @click.pass_context
-def export_cmd(ctx: click.Context, directory: str, as_json: bool) -> None:
-    """Write every view as zstd Parquet under DIRECTORY, hive-partitioned by run start day.
+def export_cmd(ctx: click.Context, target: str | None, otlp_dir: str | None, content: str,
+               as_json: bool, quiet: bool) -> None:
+    """Write every view as zstd Parquet under DIRECTORY, or runs as OTLP/JSON traces (--otlp).
+
+    Parquet is hive-partitioned by run start day; --otlp DIR writes OpenTelemetry GenAI traces,
+    one file per run.
 
     \b
     Example:
       recstore export export/ && recstore query @slowest-runs --engine spark --parquet export/
+      recstore export --otlp traces/ "status = 'failed'" --content full
     """
+    if otlp_dir is not None:
+        _export_otlp(ctx, otlp_dir, target, content, as_json)
+        return
+    if target is None:
+        raise InputError("give the DIRECTORY to write Parquet to (or --otlp DIR)",
+                         source="recstore export")
     from recstore.query.export import export_views
 
-    summary = export_views(existing_store(ctx), directory)
+    with CliProgress("export views", quiet=quiet) as progress:
+        summary = export_views(existing_store(ctx), target, progress)
     if as_json:
-        click.echo(json.dumps({"directory": str(summary.directory), "rows": summary.rows,
-                               "partitioned": summary.partitioned}, indent=2))
+        click.echo(dumps({"directory": str(summary.directory), "rows": summary.rows,
+                          "partitioned": summary.partitioned}))
         return
     for name, rows in summary.rows.items():
         layout = "by day" if name in summary.partitioned else "single file"
-        click.echo(f"{name:<22} {rows:>10} rows  {layout}")
-    click.echo(f"exported {len(summary.rows)} views to {summary.directory}")
+        say(f"{name:<22} {rows:>10} rows  {layout}")
+    say(f"exported {len(summary.rows)} views to {summary.directory}")
+
+
+def _export_otlp(ctx: click.Context, directory: str, dsl_filter: str | None, content: str,
+                 as_json: bool) -> None:
+    from recstore.query import select_run_keys
+    from recstore.store.otlp_io import export_otlp
+
+    store = existing_store(ctx)
+    keys = select_run_keys(store, dsl_filter) if dsl_filter else None
+    result = export_otlp(store, directory, keys, content=content)
+    if as_json:
+        click.echo(dumps({"directory": str(result.directory), "content": result.content,
+                          "files": {k: str(p) for k, p in result.files.items()}}))
+        return
+    say(f"exported {len(result.files)} runs as OTLP/JSON traces to {result.directory} "
+        f"(content: {result.content})")

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
+from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 
 _EXAMPLE = """
 Examples:
@@ -20,6 +20,8 @@ Examples:
   recstore replay RUN --harness docs/examples/replay-harness.toml --mode hybrid --json
 
   recstore replay --select "status = 'completed'" --from-source --workers 2
+
+  recstore replay agentuse:SESSION --match agentuse --harness docs/examples/agentuse-harness.toml
 
   recstore replay RUN --match agentuse --harness agent.toml --reference docs/style.md
 
@@ -50,20 +52,6 @@ def _provider_spec(kind, script, base_url, model, api_key_env, timeout, max_retr
     return ProviderSpec(**settings)
 
 
-class _Progress:
-    """A one-line progress bar on a terminal; silent when stderr is piped."""
-
-    def __init__(self) -> None:
-        self.enabled = sys.stderr.isatty()
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or not total:
-            return
-        width = 30
-        filled = width * done // total
-        click.echo(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}", err=True, nl=done == total)
-
-
 @cli.command("replay", epilog=_EXAMPLE)
 @click.argument("run", required=False)
 @click.option("--harness", "harness_path", type=click.Path(dir_okay=False), help="Candidate harness file (TOML or YAML).")
@@ -92,15 +80,19 @@ class _Progress:
               help="--match agentuse: the replay's project root for relative read paths (default: the source's).")
 @click.option("--reference", "references", multiple=True, type=click.Path(dir_okay=False),
               help="--match agentuse: a read-only file served from its current content (repeatable).")
+@click.option("--allow-empty", is_flag=True, help="--select: accept a selection of no runs (else exit 3).")
 @click.option("--json", "as_json", is_flag=True, help="Print reports as JSON.")
+@quiet_option
 @click.pass_context
 def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_kind, script, base_url,
                model, api_key_env, timeout, max_retries, select_dsl, workers, no_store, matching, command,
-               command_timeout, project_root, references, as_json):
+               command_timeout, project_root, references, allow_empty, as_json, quiet):
     """Replay stored runs against a candidate with recorded tool outputs.
 
     Exit status 0 when every replay completed (finished like its source and equal to it on
-    response and tool calls), 1 otherwise.
+    response and tool calls; with --match agentuse, when agentuse's status is proposal or
+    completed, the comparison only reported), 1 otherwise, 2 for a source --match agentuse
+    refuses, 3 when --select matches no runs.
     """
     from recstore.replay.batch import ReplayJob, replay_stored
 
@@ -118,23 +110,25 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
     job = ReplayJob(str(Path(harness_path).resolve()) if harness_path else None, mode, input_mode, provider)
     store = existing_store(ctx)
     if select_dsl is not None:
-        from recstore.query import select_run_keys
+        from recstore.query import select_gate_runs
 
-        keys = select_run_keys(store, select_dsl)
+        keys = select_gate_runs(store, select_dsl, what="--select", allow_empty=allow_empty)
     else:
         keys = [store.resolve_run(run)]
-    if command is not None:
-        from recstore.replay.external import replay_stored_external
+    with CliProgress("replay runs", quiet=quiet) as progress:
+        if command is not None:
+            from recstore.replay.external import replay_stored_external
 
-        results = replay_stored_external(store, keys, command, mode=mode, input_mode=input_mode, matching=matching,
-                                         timeout=command_timeout, save=not no_store)
-    elif matching == "agentuse":
-        from recstore.replay.agentuse_match import replay_stored_agentuse
+            results = replay_stored_external(store, keys, command, mode=mode, input_mode=input_mode,
+                                             matching=matching, timeout=command_timeout, save=not no_store,
+                                             progress=progress)
+        elif matching == "agentuse":
+            from recstore.replay.agentuse_match import replay_stored_agentuse
 
-        results = replay_stored_agentuse(store, keys, job, project_root=project_root, reference_paths=references,
-                                         save=not no_store)
-    else:
-        results = replay_stored(store, keys, job, workers=workers, save=not no_store, progress=_Progress())
+            results = replay_stored_agentuse(store, keys, job, project_root=project_root,
+                                             reference_paths=references, save=not no_store, progress=progress)
+        else:
+            results = replay_stored(store, keys, job, workers=workers, save=not no_store, progress=progress)
     _print(results, as_json, single=run is not None)
     ctx.exit(0 if all(r.report.status == "completed" for r in results) else 1)
 
@@ -142,30 +136,39 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
 def _print(results, as_json: bool, single: bool) -> None:
     if as_json:
         payload = [dict(r.report.to_json(), sourceRunKey=r.source_run_key, replayRunKey=r.replay_run_key) for r in results]
-        click.echo(json.dumps(payload[0] if single and payload else payload, ensure_ascii=False, indent=2))
+        click.echo(dumps(payload[0] if single and payload else payload))
         return
     if single:
         for r in results:
-            click.echo(r.report.render())
+            say(r.report.render())
             if r.replay_run_key:
-                click.echo(f"  stored as {r.replay_run_key}")
+                say(f"  stored as {r.replay_run_key}")
         return
     counts: dict[str, int] = {}
     for r in results:
         counts[r.report.status] = counts.get(r.report.status, 0) + 1
         if r.report.status != "completed":
-            click.echo(f"{r.source_run_key}: {r.report.status} ({r.report.reason})")
+            say(f"{r.source_run_key}: {r.report.status} ({r.report.reason})")
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    click.echo(f"{len(results)} replays: {summary or 'none selected'}")
+    say(f"{len(results)} replays: {summary or 'none selected'}")
 
 
 @cli.command("lineage")
 @click.argument("run")
+@click.option("--limit", type=click.IntRange(min=1), default=500, show_default=True,
+              help="Show at most this many runs (lines).")
 @click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON.")
 @click.pass_context
-def lineage_cmd(ctx, run, as_json):
-    """Print the tree of runs derived from RUN (replays, replays of replays, continuations)."""
+def lineage_cmd(ctx, run, limit, as_json):
+    """Print the tree of runs derived from RUN (replays, replays of replays, continuations).
+
+    Each run's subtree is shown once: a run met again is marked as a cycle (a link back to an
+    ancestor) or as shown above, and the output stops after --limit runs.
+    """
     from recstore.replay.lineage import lineage_tree, render_tree
 
-    tree = lineage_tree(existing_store(ctx), run)
-    click.echo(json.dumps(tree, ensure_ascii=False, indent=2) if as_json else render_tree(tree))
+    tree = lineage_tree(existing_store(ctx), run, limit=limit)
+    if as_json:
+        click.echo(dumps(tree))
+    else:
+        say(render_tree(tree))

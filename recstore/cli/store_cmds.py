@@ -1,15 +1,25 @@
-"""CLI: ``recstore ingest``, ``rejects``, ``show``, ``runs``, ``verify``, ``rebuild``.
+"""CLI: ``recstore ingest``, ``rejects``, ``tag``, ``show``, ``runs``, ``verify``, ``rebuild``.
 
 Each command is a thin skin over :class:`recstore.store.Store`."""
 
 from __future__ import annotations
 
+import io
+import json
+import shutil
+import sys
+from datetime import datetime
+
 import click
 
 from recstore.cli import cli
+from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
 from recstore.errors import InputError
+from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES
+from recstore.jsonout import dumps
+from recstore.query.dsl import parse_timestamp
 from recstore.records import analyze
-from recstore.records.render import dumps_json, render_analysis
+from recstore.records.render import render_analysis
 from recstore.store import Store
 from recstore.store.ingest import DEFAULT_BATCH_SIZE
 
@@ -43,15 +53,17 @@ def _parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
 @cli.command("ingest")
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
-    "--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the batch (repeatable)."
+    "--tag", "tags", multiple=True, metavar="KEY=VALUE",
+    help="Tag every run read, stored or already there (repeatable).",
 )
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["auto", "aioc", "agentuse"]),
+    type=click.Choice(["auto", "aioc", "agentuse", "otlp"]),
     default="auto",
     show_default=True,
-    help="Input format; auto treats directories holding agentuse sessions as agentuse trees.",
+    help="Input format; auto treats directories holding agentuse sessions as agentuse trees "
+    "and files starting with resourceSpans as OTLP/JSON traces.",
 )
 @click.option(
     "--batch-size",
@@ -60,8 +72,24 @@ def _parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
     show_default=True,
     help="Records per transaction (a killed ingest keeps whole batches only).",
 )
+@click.option(
+    "--max-record-bytes",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_RECORD_BYTES,
+    show_default=True,
+    help="A record (line) larger than this is rejected unread; the reject keeps its first 64 KiB, "
+    "its size and sha256.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Processes that parse, hash and project records (0: this one; default: as many as "
+    "pay off for the input's size).",
+)
 @_JSON
 @_LOCK_TIMEOUT
+@quiet_option
 @click.pass_context
 def ingest(
     ctx: click.Context,
@@ -69,113 +97,254 @@ def ingest(
     tags: tuple[str, ...],
     fmt: str,
     batch_size: int,
+    max_record_bytes: int,
+    workers: int | None,
     as_json: bool,
     lock_timeout: float,
+    quiet: bool,
 ) -> None:
     """Append run records to the store: .json, .jsonl/.ndjson (optionally .gz), directories
     (recursive), globs, or - for NDJSON on stdin. Identical records append nothing; a changed
     record with a known runId becomes a new revision. agentuse session trees (a data root, project
     directory or session directory) are scanned; a re-scan appends only new or changed files.
-    Exit status 1 if anything was rejected.
+    OTLP/JSON trace files become one run per trace with GenAI spans (run key otlp:<traceId>).
+    --tag adds tags to every run read, new or identical to one stored (as a tags event). Exit
+    status 1 if anything was rejected.
 
     Example: recstore ingest runs/ 'more/*.ndjson.gz' --tag env=prod
     Example: recstore ingest ~/.local/share/agentuse --format agentuse
+    Example: recstore ingest traces.jsonl --format otlp
     """
-    summary = _store(ctx, lock_timeout).ingest(
-        list(paths),
-        tags=_parse_tags(tags),
-        format=None if fmt == "auto" else fmt,
-        batch_size=batch_size,
-    )
+    with CliProgress("ingest records", quiet=quiet) as progress:
+        summary = _store(ctx, lock_timeout).ingest(
+            list(paths),
+            tags=_parse_tags(tags),
+            format=None if fmt == "auto" else fmt,
+            batch_size=batch_size,
+            max_record_bytes=max_record_bytes,
+            workers=workers,
+            progress=progress,
+        )
     if as_json:
         payload = summary.to_dict()
         payload.pop("run_keys")
-        click.echo(dumps_json(payload))
+        click.echo(dumps(payload))
     else:
         for reject in summary.rejects[:_SHOWN_REJECTS]:
             where = f" at {reject['path']}" if reject["path"] else ""
-            click.echo(f"rejected {reject['where']}{where}: {reject['reason']}", err=True)
+            say(f"rejected {reject['where']}{where}: {reject['reason']}", err=True)
         if summary.rejected > _SHOWN_REJECTS:
-            click.echo(f"... {summary.rejected - _SHOWN_REJECTS} more (recstore rejects)", err=True)
-        click.echo(summary.line())
+            say(f"... {summary.rejected - _SHOWN_REJECTS} more (recstore rejects)", err=True)
+        say(summary.line())
     ctx.exit(summary.exit_code)
 
 
 @cli.command("rejects")
+@click.option("--limit", type=click.IntRange(min=0), default=100, show_default=True,
+              help="Show at most this many rejects (0: all).")
+@click.option("--since", metavar="TIME", help="Only rejects from TIME on (ISO, or -7d, -2h).")
+@click.option("--summary", is_flag=True, help="Count rejects by reason instead of listing them.")
 @_JSON
 @click.pass_context
-def rejects(ctx: click.Context, as_json: bool) -> None:
+def rejects(
+    ctx: click.Context, limit: int, since: str | None, summary: bool, as_json: bool
+) -> None:
     """List input the store could not accept: source, line, reason.
 
-    Example: recstore rejects --json
+    Example: recstore rejects --since -1d --limit 20
+    Example: recstore rejects --summary --json
     """
-    rows = _store(ctx).rejects()
-    if as_json:
+    store = _store(ctx)
+    since_time = _since(since)
+    if summary:
+        rows = store.reject_summary(since_time)
+        if as_json:
+            click.echo(dumps(rows))
+            return
         for row in rows:
-            row["rejected_at"] = row["rejected_at"].isoformat()
-        click.echo(dumps_json(rows))
+            say(f"{row['rejects']:>8,}  {row['reason']}  ({row['sources']} sources)")
+        if not rows:
+            say("no rejects")
+        return
+    rows = store.rejects(limit=limit or None, since=since_time)
+    if as_json:
+        click.echo(dumps(rows))
         return
     for row in rows:
         where = f"{row['source_uri']}:{row['line']}" if row["line"] else row["source_uri"]
         path = f" at {row['path']}" if row["path"] else ""
-        click.echo(f"{where}{path}: {row['reason']}")
+        say(f"{where}{path}: {row['reason']}")
     if not rows:
-        click.echo("no rejects")
+        say("no rejects")
+    elif limit and len(rows) == limit:
+        say(f"(first {limit}; --limit 0 shows all, --summary counts them by reason)", err=True)
+
+
+def _since(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_timestamp(text)
+    except ValueError:
+        raise InputError(f"expected an ISO time or -7d, got {text!r}", source="--since") from None
+
+
+@cli.command("tag")
+@click.argument("selection")
+@click.argument("tags", nargs=-1, metavar="KEY=VALUE...")
+@click.option("--remove", "remove", multiple=True, metavar="KEY", help="Remove a tag (repeatable).")
+@_JSON
+@_LOCK_TIMEOUT
+@click.pass_context
+def tag(
+    ctx: click.Context, selection: str, tags: tuple[str, ...], remove: tuple[str, ...],
+    as_json: bool, lock_timeout: float,
+) -> None:
+    """Set or remove tags on the runs SELECTION picks (a DSL filter or SQL, as compare takes).
+
+    Tags are events in each run's stream: `verify` checks them and `rebuild` folds them. Runs
+    whose tags would not change get none.
+
+    \b
+    Example: recstore tag "metadata.suite = 'nightly'" set=v1 owner=ci
+    Example: recstore tag "status = 'failed'" --remove set
+    """
+    from recstore.query import select_run_keys
+
+    if not tags and not remove:
+        raise InputError("give KEY=VALUE tags to set or --remove KEY", source="tag")
+    store = _store(ctx, lock_timeout)
+    keys = select_run_keys(store, selection)
+    if not keys:
+        raise InputError("selects no runs", source=selection)
+    summary = store.tag(keys, _parse_tags(tags), remove=remove)
+    if as_json:
+        click.echo(dumps({"selected": len(keys), "tagged": summary.tagged}))
+    else:
+        say(f"tagged {summary.tagged} of {len(keys)} selected runs")
 
 
 @cli.command("show")
 @click.argument("run")
 @click.option("--revision", type=click.IntRange(min=1), help="An older revision of the run.")
+@click.option("--no-pager", is_flag=True, help="Print straight to the terminal, never page.")
 @_JSON
 @click.pass_context
-def show(ctx: click.Context, run: str, revision: int | None, as_json: bool) -> None:
-    """Show one stored run (run key, runId, or a unique prefix): the same summary as
-    `inspect`, or with --json the stored record exactly as ingested (original key order).
+def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
+         as_json: bool) -> None:
+    """Show one stored run (run key, runId, or a unique prefix): question, response, error,
+    duration and tags, then the `inspect` summary; with --json the stored record exactly as
+    ingested (original key order).
+
+    A long run opens in $PAGER on a terminal (--no-pager prints it straight).
 
     Example: recstore show 81e3aee0 --json
     """
-    record = _store(ctx).get_record(run, revision=revision)
-    click.echo(dumps_json(record) if as_json else render_analysis(analyze(record)))
+    store = _store(ctx)
+    record = store.get_record(run, revision=revision)
+    if as_json:
+        click.echo(dumps(record))
+        return
+    row = store.run_row(run) if revision is None else {}
+    text = _show_lead(record, row) + "\n" + render_analysis(analyze(record))
+    terminal = shutil.get_terminal_size()
+    if not no_pager and sys.stdout.isatty() and text.count("\n") >= terminal.lines - 1:
+        click.echo_via_pager(text)
+    else:
+        say(text)
+
+
+def _show_lead(record: dict, row: dict) -> str:
+    """What a person looks for first: question, response, error, duration and tags."""
+    from recstore.query.table import write_fields
+
+    error = ": ".join(str(p) for p in (record.get("errorName"), record.get("errorMessage"))
+                      if p is not None)
+    duration = row.get("duration_ms")
+    tags = json.loads(row["tags"]) if isinstance(row.get("tags"), str) else row.get("tags") or {}
+    fields = [
+        ("run", f"{row.get('run_key') or record.get('runId')}  {record.get('status')}"
+                f"  agent {record.get('agentName')}"),
+        ("question", _field_text(record.get("question"))),
+        ("response", _field_text(record.get("response"))),
+        ("error", error or "—"),
+        ("duration", f"{duration / 1000:.2f} s" if duration is not None else "—"),
+        ("tags", ", ".join(f"{k}={v}" for k, v in tags.items()) or "—"),
+        ("started", str(record.get("startedAt") or "—")),
+    ]
+    out = io.StringIO()
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    write_fields(fields, out, width=width)
+    return out.getvalue()
+
+
+def _field_text(value: object) -> str:
+    if value is None:
+        return "—"
+    if value == "":
+        return "(empty)"
+    return value if isinstance(value, str) else dumps(value, indent=None)
+
+
+_RUN_COLUMNS = {"run_key": "run_key", "status": "status", "agent": "agent", "model": "model",
+                "started": "started_text", "tool_calls": "tool_call_count", "rev": "revision",
+                "items": "item_count", "requests": "request_count"}
+_RUN_DEFAULT = ["run_key", "status", "agent", "model", "started", "tool_calls"]
 
 
 @cli.command("runs")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@columns_option
+@vertical_option
 @_JSON
 @click.pass_context
-def runs(ctx: click.Context, limit: int, as_json: bool) -> None:
+def runs(ctx: click.Context, limit: int, columns: list[str] | None, vertical: bool,
+         as_json: bool) -> None:
     """List the most recently stored runs.
 
-    Example: recstore runs --limit 5
+    Run keys stay whole; other columns wrap to the terminal. Columns: run_key, status, agent,
+    model, started, tool_calls (the default), rev, items, requests.
+
+    Example: recstore runs --limit 5 --columns run_key,status,agent
     """
     rows = _store(ctx).runs(limit)
     if as_json:
-        click.echo(dumps_json(rows))
+        click.echo(dumps(rows))
         return
-    for r in rows:
-        click.echo(
-            f"{r['run_key']}  rev {r['revision']}  {r['status']}  {r['agent']}  "
-            f"{r['started_text']}  items {r['item_count']}  requests {r['request_count']}  "
-            f"tool calls {r['tool_call_count']}"
-        )
+    from recstore.query.table import write_table
+
+    names = columns or _RUN_DEFAULT
+    unknown = [n for n in names if n not in _RUN_COLUMNS]
+    if unknown:
+        raise InputError(f"no column {unknown[0]!r}; runs has {', '.join(_RUN_COLUMNS)}",
+                         source="--columns")
+    out = click.get_text_stream("stdout")
+    write_table(names, (["" if r[_RUN_COLUMNS[n]] is None else str(r[_RUN_COLUMNS[n]])
+                         for n in names] for r in rows), out,
+                width=shutil.get_terminal_size().columns if out.isatty() else None,
+                numeric=[n in ("rev", "items", "requests", "tool_calls") for n in names],
+                vertical=vertical or None)
 
 
 @cli.command("verify")
 @_JSON
+@quiet_option
 @click.pass_context
-def verify(ctx: click.Context, as_json: bool) -> None:
-    """Check every event hash chain, that no batch is partial, and that rebuilding the
+def verify(ctx: click.Context, as_json: bool, quiet: bool) -> None:
+    """Check the log's batch hash chain and every reference in it, and that rebuilding the
     projections from the log reproduces them. Exit status 1 on any problem.
 
     Example: recstore verify
     """
-    report = _store(ctx).verify()
+    with CliProgress("verify runs", quiet=quiet) as progress:
+        report = _store(ctx).verify(progress)
     if as_json:
-        click.echo(dumps_json(report.to_dict()))
+        click.echo(dumps(report.to_dict()))
     else:
         for problem in report.problems:
-            click.echo(f"problem: {problem}", err=True)
+            say(f"problem: {problem}", err=True)
         state = "ok" if report.ok else f"FAILED ({len(report.problems)} problems)"
-        click.echo(
+        say(
             f"verify {state}: {report.streams} streams, {report.events} events, "
             f"{report.runs} runs rebuilt"
         )
@@ -184,11 +353,14 @@ def verify(ctx: click.Context, as_json: bool) -> None:
 
 @cli.command("rebuild")
 @_LOCK_TIMEOUT
+@_JSON
+@quiet_option
 @click.pass_context
-def rebuild(ctx: click.Context, lock_timeout: float) -> None:
+def rebuild(ctx: click.Context, lock_timeout: float, as_json: bool, quiet: bool) -> None:
     """Recompute every projection table from the event log alone.
 
-    Example: recstore rebuild
+    Example: recstore rebuild --json
     """
-    count = _store(ctx, lock_timeout).rebuild()
-    click.echo(f"rebuilt projections of {count} runs")
+    with CliProgress("rebuild runs", quiet=quiet) as progress:
+        count = _store(ctx, lock_timeout).rebuild(progress)
+    click.echo(dumps({"runs": count}) if as_json else f"rebuilt projections of {count} runs")

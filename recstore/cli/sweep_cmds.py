@@ -2,38 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
+from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.errors import InputError
-
-
-class _Progress:
-    """``progress(done, total)`` drawing a click progress bar, on a terminal only."""
-
-    def __init__(self, label: str):
-        self.label = label
-        self.bar = None
-        self.shown = 0
-
-    def __call__(self, done: int, total: int) -> None:
-        if not sys.stderr.isatty():
-            return
-        if self.bar is None:
-            self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr,
-                                         show_pos=True, show_eta=False)
-            self.bar.__enter__()
-        self.bar.update(done - self.shown)
-        self.shown = done
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
+from recstore.jsonout import dumps
 
 
 @cli.group()
@@ -54,11 +31,15 @@ def sweep() -> None:
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
 @click.option("--rerun", is_flag=True, help="Start a fresh run even if an unfinished one exists.")
 @click.option("--workers", type=click.IntRange(1, 64), help="Override the spec's worker count.")
+@click.option("--allow-empty", is_flag=True,
+              help="Run even when the selection matches no runs (else exit 3, no run opened).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
+@quiet_option
 @click.pass_context
 def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | None,
-              as_json: bool) -> None:
-    """Run the sweep in SPEC, or continue its unfinished run; exit 1 when any case fails.
+              allow_empty: bool, as_json: bool, quiet: bool) -> None:
+    """Run the sweep in SPEC, or continue its unfinished run; exit 1 when any case fails, 3 when
+    the selection matches no runs.
 
     \b
     Example:
@@ -70,17 +51,17 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
     spec = load_spec(spec_path)
     if workers is not None:
         spec = spec.model_copy(update={"workers": workers})
-    progress = _Progress(f"sweep {spec.name}")
-    try:
+    with CliProgress(f"sweep {spec.name}", quiet=quiet) as progress:
         result = run_sweep(existing_store(ctx), spec, rerun=rerun, progress=progress,
-                           spec_path=Path(spec_path).resolve())
-    finally:
-        progress.close()
+                           spec_path=Path(spec_path).resolve(), allow_empty=allow_empty)
     if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
+        click.echo(dumps(result.to_json()))
     else:
-        click.echo(result.summary_line())
-        click.echo(f"report: recstore sweep report {result.sweep_run_id} --output DIR")
+        from recstore.sweep.report import compared_text
+
+        say(result.summary_line())
+        say(compared_text(result.compared))
+        say(f"report: recstore sweep report {result.label} --output DIR")
     ctx.exit(1 if result.failed else 0)
 
 
@@ -88,8 +69,10 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
 @click.argument("spec_paths", metavar="SPEC...", nargs=-1, required=True,
                 type=click.Path(dir_okay=False))
 @click.option("--max-runs", type=click.IntRange(1), help="Stop after this many sweep runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print each event as one JSON line.")
 @click.pass_context
-def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: int | None) -> None:
+def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: int | None,
+                   as_json: bool) -> None:
     """Fire each SPEC at its cron times, in the foreground (for systemd or a container).
 
     Slots missed while the scheduler was down, or while a sweep was still running, are reported
@@ -105,10 +88,15 @@ def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: in
 
     sweeps = [ScheduledSweep(load_spec(p), Path(p).resolve()) for p in spec_paths]
     store = existing_store(ctx)
-    scheduler = store_scheduler(store, sweeps, on_event=lambda event: click.echo(
-        event.line(), err=event.kind == "error"))
+    def echo(event) -> None:
+        click.echo(dumps(event.to_json(), indent=None) if as_json else event.line(),
+                   err=event.kind == "error" and not as_json)
+
+    scheduler = store_scheduler(store, sweeps, on_event=echo)
     with scheduler_lock(store.path):
-        click.echo(f"scheduling {len(sweeps)} sweep(s) on {store.path} (PID lock {store.path}.sweep.lock)")
+        if not as_json:
+            say(f"scheduling {len(sweeps)} sweep(s) on {store.path} "
+                       f"(PID lock {store.path}.sweep.lock)")
         scheduler.run(max_fires=max_runs)
 
 
@@ -116,8 +104,9 @@ def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: in
 @click.argument("spec_path", metavar="SPEC", type=click.Path(exists=True, dir_okay=False))
 @click.option("--log", "log_path", type=click.Path(dir_okay=False),
               help="Where the cron job appends its output (default: next to the store).")
+@click.option("--json", "as_json", is_flag=True, help="Print the entry and its parts as JSON.")
 @click.pass_context
-def sweep_cron(ctx: click.Context, spec_path: str, log_path: str | None) -> None:
+def sweep_cron(ctx: click.Context, spec_path: str, log_path: str | None, as_json: bool) -> None:
     """Print the crontab entry that runs SPEC at its schedule (an alternative to `schedule`).
 
     \b
@@ -130,7 +119,12 @@ def sweep_cron(ctx: click.Context, spec_path: str, log_path: str | None) -> None
     spec = load_spec(spec_path)
     if spec.schedule is None:
         raise InputError("has no [schedule] section (cron and timezone)", source=spec_path)
-    click.echo(cron_lines(ScheduledSweep(spec, Path(spec_path)), ctx.obj["db"], log=log_path))
+    entry = cron_lines(ScheduledSweep(spec, Path(spec_path)), ctx.obj["db"], log=log_path)
+    if as_json:
+        click.echo(dumps({"sweep": spec.name, "cron": spec.schedule.cron,
+                          "timezone": spec.schedule.timezone, "crontab": entry + "\n"}))
+    else:
+        say(entry)
 
 
 @sweep.command("status")
@@ -149,26 +143,27 @@ def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool) -> Non
 
     rows = sweep_status(existing_store(ctx), name)
     if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
+        click.echo(dumps(rows))
     elif not rows:
-        click.echo("no sweep has run on this store yet")
+        say("no sweep has run on this store yet")
     else:
-        click.echo(status_text(rows))
+        say(status_text(rows))
 
 
 @sweep.command("report")
 @click.argument("run_ref", metavar="RUN")
 @click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False), default=".",
-              show_default=True, help="Folder for sweep-<run>.json and sweep-<run>.html.")
+              show_default=True, help="Folder for sweep-<name>-<N>.json and .html.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report JSON to stdout instead.")
 @click.pass_context
 def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bool) -> None:
-    """Write the JSON and self-contained HTML report of sweep run RUN (a run number, or a sweep
-    name for its latest run).
+    """Write the JSON and self-contained HTML report of sweep run RUN: NAME#N (run N of sweep
+    NAME), NAME (its latest run), or a store-wide sweep_run_id.
 
     \b
-    Example:
+    Examples:
       recstore sweep report support-nightly --output reports/
+      recstore sweep report support-nightly#3 --json
     """
     from recstore.sweep.report import sweep_report, write_report
     from recstore.sweep.runner import resolve_run_id
@@ -176,8 +171,8 @@ def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bo
     store = existing_store(ctx)
     run_id = resolve_run_id(store, run_ref)
     if as_json:
-        click.echo(json.dumps(sweep_report(store, run_id), indent=2, default=str, ensure_ascii=False))
+        click.echo(dumps(sweep_report(store, run_id)))
         return
     json_path, html_path = write_report(store, run_id, out_dir)
     click.echo(f"wrote {json_path}")
-    click.echo(f"wrote {html_path}")
+    say(f"wrote {html_path}")

@@ -10,11 +10,12 @@ Example (the demo's comparison and report)::
 
     comparison = bulk_compare(store, "tag.set = 'baseline'", "tag.set = 'candidate'",
                               pair_by="metadata.caseId")
-    Path("compare-report.html").write_text(render_html(comparison), encoding="utf-8")
+    Path("compare-report.html").write_text(render_html(comparison, store), encoding="utf-8")
 """
 
 from recstore.compare.aggregate import DEFAULT_RULE, SIGNALS, ClassificationRule
 from recstore.compare.bulk import (
+    DEFAULT_MAX_UNPAIRED,
     PAIR_COLUMNS,
     Comparison,
     aioc_result,
@@ -28,6 +29,7 @@ from recstore.compare.pairing import DUPLICATE_RULES, PairBy
 from recstore.compare.report import render_html, render_text
 
 __all__ = [
+    "DEFAULT_MAX_UNPAIRED",
     "DEFAULT_RULE",
     "DUPLICATE_RULES",
     "PAIR_COLUMNS",

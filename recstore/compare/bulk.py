@@ -26,13 +26,15 @@ from recstore.compare.engine import RESULT_COLUMNS, compare_pairs
 from recstore.compare.features import resolve_features
 from recstore.compare.ignore import IgnoreSpec, parse_ignore, strip_record
 from recstore.compare.pairing import PairBy, pair_explicit, pair_runs
-from recstore.errors import InputError, NotFoundError
-from recstore.query import select_run_key_sets
+from recstore.errors import EmptySelectionError, InputError, NotFoundError, UnpairedRunsError
+from recstore.progress import NO_PROGRESS, Progress
+from recstore.query import select_gate_run_sets
 from recstore.records import compare_records, resolve_sections
 from recstore.store import Store
 from recstore.store.tables import registered
 
 __all__ = [
+    "DEFAULT_MAX_UNPAIRED",
     "PAIR_COLUMNS",
     "Comparison",
     "aioc_result",
@@ -42,13 +44,16 @@ __all__ = [
     "stored_pairs",
 ]
 
+#: The share of a side's runs that may go unpaired before a comparison stops vouching for its
+#: selection (``--max-unpaired``). 0: a gate passes only when every selected run was compared.
+DEFAULT_MAX_UNPAIRED = 0.0
+# Unpaired reasons that mean a run was not compared at all (duplicates are other runs of a key).
+_UNPAIRED_REASONS = ("no_key", "no_match")
+
 # One side of an explicit pair: a run reference (its current revision) or (reference, revision).
 RunSide = str | tuple[str, int]
-# Pairs whose tool-call sequences are kept for the report's drill-down (worst first).
-DRILLDOWN_LIMIT = 300
 
-# Per-pair columns of a comparison (exports write them; the comparison_pairs view shows them and
-# the record hash of each compared revision).
+# Per-pair columns of a comparison, as the comparison_pairs view shows them and exports write.
 PAIR_COLUMNS = [
     "pair_index",
     "pair_key",
@@ -56,16 +61,13 @@ PAIR_COLUMNS = [
     "candidate_run_key",
     "baseline_revision",
     "candidate_revision",
+    "baseline_record_hash",
+    "candidate_record_hash",
     *RESULT_COLUMNS,
     "classification",
 ]
 # What cmp_pairs stores of a result besides the pair's identity (its revisions are seqs).
 _STORED_RESULTS = ", ".join([*RESULT_COLUMNS, "classification"])
-# PAIR_COLUMNS from a row of _cmp_classified (the engine's result plus the pair's identity).
-_PAIR_SELECT = (
-    "pair_index, pair_key, a_key AS baseline_run_key, b_key AS candidate_run_key, "
-    f"a_revision AS baseline_revision, b_revision AS candidate_revision, {_STORED_RESULTS}"
-)
 
 
 def aioc_result(row: dict) -> dict:
@@ -106,7 +108,7 @@ class Comparison:
     pair_count: int
     unpaired: list[dict] = field(default_factory=list)
     aggregate: dict = field(default_factory=dict)
-    drilldown: list[dict] = field(default_factory=list)
+    selected: dict[str, int] = field(default_factory=dict)  # runs selected per side
     # The per-pair rows: given, or (a recorded comparison) read from the store on first use.
     rows: pa.Table | None = field(default=None, repr=False)
     store: Store | None = field(default=None, repr=False)
@@ -125,6 +127,43 @@ class Comparison:
     def failed(self) -> bool:
         """True when any pair classified as ``fail`` (the CI gate: exit status 1)."""
         return self.aggregate.get("classification", {}).get("fail", 0) > 0
+
+    def unpaired_counts(self) -> dict[str, int]:
+        """Runs compared in no pair, per side, and the duplicate runs (``--duplicates``)."""
+        counts = {"baseline": 0, "candidate": 0, "duplicates": 0}
+        for row in self.unpaired:
+            counts[row["side"] if row["reason"] in _UNPAIRED_REASONS else "duplicates"] += 1
+        return counts
+
+    def coverage(self) -> dict:
+        """Per side: runs selected, runs left unpaired and their share (0.0 when none)."""
+        counts = self.unpaired_counts()
+        return {
+            side: {
+                "selected": self.selected.get(side, 0),
+                "unpaired": counts[side],
+                "unpairedFraction": counts[side] / self.selected[side]
+                if self.selected.get(side) else 0.0,
+            }
+            for side in ("baseline", "candidate")
+        }
+
+    def unpaired_error(self, max_unpaired: float = DEFAULT_MAX_UNPAIRED) -> UnpairedRunsError | None:
+        """The error a gate raises when a side left more than ``max_unpaired`` (a fraction) of its
+        runs unpaired, else None. A comparison without pairs returns None: it exists only when
+        ``bulk_compare(allow_empty=True)`` accepted it."""
+        if not self.pair_count:
+            return None
+        over = [(side, c) for side, c in self.coverage().items()
+                if c["unpairedFraction"] > max_unpaired]
+        if not over:
+            return None
+        sides = "; ".join(f"{c['unpaired']} of {c['selected']} {side} runs "
+                          f"({100 * c['unpairedFraction']:.1f}%)" for side, c in over)
+        return UnpairedRunsError(
+            f"unpaired runs: {sides} have no partner by {self.pair_by}, more than "
+            f"--max-unpaired {max_unpaired:g} allows; they were not compared (see the report's "
+            "unpaired list)")
 
     def pair_rows(self) -> list[dict]:
         """Per-pair rows as dicts (``PAIR_COLUMNS``)."""
@@ -149,6 +188,7 @@ class Comparison:
             "comparisonId": self.comparison_id,
             "options": self.options(),
             "aggregate": self.aggregate,
+            "coverage": self.coverage(),
             "unpaired": self.unpaired,
         }
         if include_pairs:
@@ -214,13 +254,7 @@ def _explicit_pairs(con: Any, pairs: Sequence[tuple[RunSide, RunSide]]) -> None:
 def _record(con: Any, comparison: Comparison) -> int:
     """Store the comparison, its pairs and unpaired runs; returns the comparison id."""
     ((comparison_id,),) = con.execute("SELECT nextval('cmp_comparison_seq')").fetchall()
-    unpaired_counts = {"baseline": 0, "candidate": 0}
-    duplicates = 0
-    for row in comparison.unpaired:
-        if row["reason"] in ("no_key", "no_match"):
-            unpaired_counts[row["side"]] += 1
-        else:
-            duplicates += 1
+    unpaired_counts = comparison.unpaired_counts()
     con.execute(
         "INSERT INTO cmp_comparisons VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
@@ -237,7 +271,7 @@ def _record(con: Any, comparison: Comparison) -> int:
             comparison.pair_count,
             unpaired_counts["baseline"],
             unpaired_counts["candidate"],
-            duplicates,
+            unpaired_counts["duplicates"],
             comparison.aggregate["classification"]["fail"],
             canonical_json(comparison.aggregate),
         ],
@@ -269,27 +303,39 @@ def bulk_compare(
     duplicates: str = "latest",
     rule: ClassificationRule = DEFAULT_RULE,
     record: bool = True,
-    seed: int = 0,
+    allow_empty: bool = False,
+    progress: Progress = NO_PROGRESS,
 ) -> Comparison:
     """Compare a baseline run set with a candidate run set, pair by pair, in SQL.
 
     The sets are DSL filters (``recstore.query``; ``None`` = every run) paired by ``pair_by``
     (``metadata.<path>``, ``question``, ``input_scope`` or ``lineage``), or an explicit list of
     ``(baseline, candidate)`` pairs, each side a run reference (run key or run id: its current
-    revision) or ``(reference, revision)``, which pins an older revision. Per pair, ``equal``/summary/metrics equal
-    ``compare_records`` with the same sections; ``ignore``/``preset`` leave fields out
-    (:mod:`recstore.compare.ignore`). With ``record`` the comparison is stored in
-    ``comparisons``/``comparison_pairs``/``comparison_unpaired`` with the store's last event seq.
+    revision) or ``(reference, revision)``, which pins an older revision. Per pair,
+    ``equal``/summary/metrics equal ``compare_records`` with the same sections;
+    ``ignore``/``preset`` leave fields out (:mod:`recstore.compare.ignore`). With ``record`` the
+    comparison is stored in ``comparisons``/``comparison_pairs``/``comparison_unpaired`` with the
+    store's last event seq, and its pair rows are read back from there when first asked for.
+
+    A gate must not pass on nothing: a side that selects no runs, or sides that form no pair,
+    raise :class:`~recstore.errors.EmptySelectionError` unless ``allow_empty``. Runs left unpaired
+    are in ``unpaired`` and ``coverage()``; ``unpaired_error(max_unpaired)`` says whether a gate
+    should stop on them.
 
     Raises:
         InputError: bad options or filters. NotFoundError: an explicit pair names no stored run
-        or revision.
+        or revision. EmptySelectionError: an empty side, or no pairs (unless ``allow_empty``).
     """
     spec = parse_ignore(ignore, preset)
     sections = resolve_sections(include_sections, exclude_sections) - spec.sections
     if pairs is None:
         rule_text = str(PairBy.parse(pair_by))
-        selections = select_run_key_sets(store, [baseline or "", candidate or ""])
+        selections = select_gate_run_sets(
+            store,
+            [(f"the {side} filter", text or "")
+             for side, text in (("baseline", baseline), ("candidate", candidate))],
+            allow_empty=allow_empty,
+        )
     else:
         rule_text, selections = "explicit", None
     with store.writer() as con:
@@ -302,7 +348,9 @@ def bulk_compare(
             _explicit_pairs(con, pairs)
         else:
             pair_runs(con, selections[0], selections[1], PairBy.parse(pair_by), duplicates)
-        resolve_features(con, spec.needs_fields())
+            if not allow_empty:
+                _require_pairs(con, rule_text, selections)
+        resolve_features(con, spec.needs_fields(), progress)
         compare_pairs(con, sections, spec)
         classify(con, rule)
         comparison = Comparison(
@@ -317,17 +365,32 @@ def bulk_compare(
             snapshot_seq=snapshot,
             pair_count=con.execute("SELECT count(*) FROM _cmp_classified").fetchone()[0],
             unpaired=_unpaired(con),
-            aggregate=aggregate(con, seed=seed),
-            drilldown=_drilldown(con, DRILLDOWN_LIMIT),
+            aggregate=aggregate(con),
+            selected=_selected_counts(selections, pairs),
         )
         if record:
             comparison.comparison_id = _record(con, comparison)
             comparison.store = store
         else:
-            comparison.rows = con.sql(
-                f"SELECT {_PAIR_SELECT} FROM _cmp_classified ORDER BY pair_index"
-            ).to_arrow_table()
+            comparison.rows = _pair_rows(con)
     return comparison
+
+
+def _pair_rows(con: Any) -> pa.Table:
+    """Every pair's row (:data:`PAIR_COLUMNS`) in pair order; the record hashes are read from
+    the log."""
+    return con.sql(
+        f"""
+        SELECT pair_index, pair_key, a_key AS baseline_run_key, b_key AS candidate_run_key,
+               a_revision AS baseline_revision, b_revision AS candidate_revision,
+               lower(hex(sa.record_hash)) AS baseline_record_hash,
+               lower(hex(sb.record_hash)) AS candidate_record_hash, {_STORED_RESULTS}
+        FROM _cmp_classified
+        JOIN streams sa ON sa.first_seq = a_seq
+        JOIN streams sb ON sb.first_seq = b_seq
+        ORDER BY pair_index
+        """
+    ).to_arrow_table()
 
 
 def stored_pairs(store: Store, comparison_id: int) -> pa.Table:
@@ -340,38 +403,34 @@ def stored_pairs(store: Store, comparison_id: int) -> pa.Table:
         ).to_arrow_table()
 
 
-def _drilldown(con: Any, limit: int) -> list[dict]:
-    """The worst pairs (fail, then warn, then pass) with both tool-call sequences."""
-    order = (
-        "CASE classification WHEN 'fail' THEN 0 WHEN 'warn' THEN 1 ELSE 2 END, "
-        "difference_count DESC, pair_index"
-    )
-    cursor = con.execute(
-        f"""
-        WITH chosen AS (SELECT * FROM _cmp_classified ORDER BY {order} LIMIT {int(limit)}),
-        tools AS (
-            SELECT feature_id, list(name ORDER BY call_index) AS names FROM cmp_call_features
-            WHERE feature_id IN (SELECT a_fid FROM chosen UNION SELECT b_fid FROM chosen)
-            GROUP BY feature_id
-        )
-        SELECT {_PAIR_SELECT},
-               coalesce(ta.names, []) AS baseline_tools, coalesce(tb.names, []) AS candidate_tools
-        FROM chosen c
-        LEFT JOIN tools ta ON ta.feature_id = c.a_fid
-        LEFT JOIN tools tb ON tb.feature_id = c.b_fid
-        ORDER BY {order}
-        """
-    )
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-
 def _unpaired(con: Any) -> list[dict]:
     cursor = con.execute("SELECT side, run_key, pair_key, reason FROM _cmp_unpaired_runs")
     return [
         dict(zip(("side", "runKey", "pairKey", "reason"), row, strict=True))
         for row in cursor.fetchall()
     ]
+
+
+def _selected_counts(selections: list[pa.Table] | None,
+                     pairs: Sequence[tuple[RunSide, RunSide]] | None) -> dict[str, int]:
+    if selections is None:  # explicit pairs: every named run is in a pair
+        return {side: len({pair[i] for pair in pairs or ()})
+                for i, side in enumerate(("baseline", "candidate"))}
+    return {"baseline": selections[0].num_rows, "candidate": selections[1].num_rows}
+
+
+def _require_pairs(con: Any, pair_by: str, selections: list[pa.Table]) -> None:
+    """EmptySelectionError when two non-empty sides formed no pair (e.g. a wrong --pair-by)."""
+    ((paired,),) = con.execute("SELECT count(*) FROM _cmp_pairing").fetchall()
+    if paired:
+        return
+    reasons = dict(con.execute(
+        "SELECT reason, count(*) FROM _cmp_unpaired_runs GROUP BY ALL").fetchall())
+    detail = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
+    raise EmptySelectionError(
+        f"0 pairs: {selections[0].num_rows} baseline and {selections[1].num_rows} candidate runs "
+        f"share no {pair_by} value ({detail}); nothing would be compared "
+        "(--allow-empty accepts an empty comparison)", what="pairs")
 
 
 def compare_pair(

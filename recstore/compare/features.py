@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from recstore.canonical import canonical_json
 from recstore.formats.events import events_to_record
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.records import extract_tool_calls
 from recstore.records.keys import RunKeys, call_keys, calls_key, entry_keys, key_of, sequence_key
 from recstore.store.agentuse_ingest import stored_record
@@ -44,15 +45,17 @@ __all__ = [
     "resolve_features",
     "store_fields",
     "store_pinned",
+    "stored_revisions",
 ]
 
 # Revisions reduced per round trip (bounds memory when many are missing).
 _CHUNK = 5000
 # A guardrail entry has no policy outcome (decision, reason, resource kind and name).
 _NO_OUTCOME = (None, None, None, None)
-# What the reassembled record may leave out: features never read these arrays.
-_UNUSED_BY_FEATURES = ("prompt_snapshot", "request_fingerprint", "suspended_proposal")
-_UNUSED_BY_FIELDS = (*_UNUSED_BY_FEATURES, "item_appended")
+# What a reassembled record may leave out: comparisons never read these arrays.
+UNCOMPARED = ("prompt_snapshot", "request_fingerprint", "suspended_proposal")
+# Field keys read only the policy and guardrail entries and the metadata.
+_UNUSED_BY_FIELDS = (*UNCOMPARED, "item_appended")
 
 
 @dataclass
@@ -163,11 +166,14 @@ def store_fields(con: duckdb.DuckDBPyConnection, records: list[tuple[int, dict]]
     insert_columns(con, "cmp_field_revisions", ("feature_id",), [(fid,) for fid, _ in records])
 
 
-def _stored_revisions(
-    con: duckdb.DuckDBPyConnection, revisions: list[tuple[str, int]], skip: tuple[str, ...]
+def stored_revisions(
+    con: duckdb.DuckDBPyConnection,
+    revisions: list[tuple[str, int]],
+    skip: tuple[str, ...] = UNCOMPARED,
 ) -> Iterator[tuple[str, int, dict]]:
-    """``(run_key, revision, record)`` of stored revisions, one query per call. aioc records
-    come back without the arrays of the ``skip`` event types (empty)."""
+    """``(run_key, revision, record)`` of stored revisions, read in one query. aioc records come
+    back without the arrays of the ``skip`` event types (empty; by default what no comparison
+    reads: prompt snapshots, request fingerprints, suspended proposals)."""
     for key, revision in revisions:
         if key.startswith("agentuse:"):  # a file-event stream, folded by its own reader
             yield key, revision, stored_record(con, key, revision)
@@ -201,7 +207,7 @@ def _stored_revisions(
             yield *head, events_to_record(events)
 
 
-def _pin_missing(con: duckdb.DuckDBPyConnection) -> None:
+def _pin_missing(con: duckdb.DuckDBPyConnection, progress: Progress) -> None:
     """``_cmp_pinned(run_key, revision, first_seq, feature_id)``: the pinned revisions of
     ``_cmp_pairing`` that are not current, reduced here the first time one is named."""
     sql = """
@@ -225,14 +231,15 @@ def _pin_missing(con: duckdb.DuckDBPyConnection) -> None:
             con,
             [
                 (key, revision, record_features(record))
-                for key, revision, record in _stored_revisions(con, chunk, _UNUSED_BY_FEATURES)
+                for key, revision, record in stored_revisions(con, chunk)
             ],
         )
+        progress.update(start + len(chunk), len(missing))
     if missing:
         con.execute(sql)
 
 
-def _add_fields(con: duckdb.DuckDBPyConnection) -> None:
+def _add_fields(con: duckdb.DuckDBPyConnection, progress: Progress) -> None:
     """Field rows for the revisions of ``_cmp_pairs`` that have none yet."""
     lacking = con.execute(
         """
@@ -249,18 +256,22 @@ def _add_fields(con: duckdb.DuckDBPyConnection) -> None:
             con,
             [
                 (ids[key, revision], record)
-                for key, revision, record in _stored_revisions(con, chunk, _UNUSED_BY_FIELDS)
+                for key, revision, record in stored_revisions(con, chunk, _UNUSED_BY_FIELDS)
             ],
         )
+        progress.update(start + len(chunk), len(lacking))
 
 
-def resolve_features(con: duckdb.DuckDBPyConnection, with_fields: bool) -> None:
+def resolve_features(
+    con: duckdb.DuckDBPyConnection, with_fields: bool, progress: Progress = NO_PROGRESS
+) -> None:
     """``_cmp_pairs(pair_index, pair_key, a_key, b_key, a_revision, b_revision, a_seq, b_seq,
     a_fid, b_fid)`` from ``_cmp_pairing``: each side's compared revision (``*_seq``: its first
     event seq, which identifies it in the log) and feature id. A current revision's features are its
     projections'; a pinned older one is reduced the first time a comparison names it. With
-    ``with_fields``, revisions without field rows get them."""
-    _pin_missing(con)
+    ``with_fields``, revisions without field rows get them. ``progress`` follows the records
+    reduced (there are none unless a revision is pinned or fields are ignored)."""
+    _pin_missing(con, progress)
     con.execute(
         """
         CREATE OR REPLACE TEMP VIEW _cmp_pairs AS
@@ -277,4 +288,4 @@ def resolve_features(con: duckdb.DuckDBPyConnection, with_fields: bool) -> None:
         """
     )
     if with_fields:
-        _add_fields(con)
+        _add_fields(con, progress)

@@ -13,7 +13,8 @@ from recstore.query.api import (
     execute,
     open_reader,
     run_query,
-    select_run_key_sets,
+    select_gate_run_sets,
+    select_gate_runs,
     select_run_keys,
 )
 from recstore.query.dsl import DslError
@@ -38,7 +39,8 @@ __all__ = [
     "load_saved",
     "open_reader",
     "run_query",
-    "select_run_key_sets",
+    "select_gate_run_sets",
+    "select_gate_runs",
     "select_run_keys",
     "write_result",
 ]

@@ -13,7 +13,7 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
-from recstore.errors import InputError
+from recstore.errors import EmptySelectionError, InputError
 from recstore.query.dialects import to_dialect
 from recstore.query.dsl import compile_dsl_tree, python_literal
 from recstore.query.guard import (
@@ -156,19 +156,46 @@ def select_run_keys(store: Store, dsl_filter: str, params: Mapping[str, Any] | N
         return [row[0] for row in con.execute(tree.sql(dialect="duckdb", comments=False)).fetchall()]
 
 
-def select_run_key_sets(store: Store, dsl_filters: Sequence[str],
-                        params: Mapping[str, Any] | None = None,
-                        now: datetime | None = None) -> list[pa.Table]:
-    """The run keys each filter selects, as one-column (``run_key``) Arrow tables, distinct and
-    in no particular order, read in one locked-down connection: what bulk compare pairs, with no
-    Python object per run."""
+def select_gate_runs(store: Store, text: str, *, what: str, allow_empty: bool = False,
+                     params: Mapping[str, Any] | None = None) -> list[str]:
+    """:func:`select_run_keys` for a gate (compare, replay, sweep): a selection that matches no
+    run checks nothing, so it raises instead of passing.
+
+    Raises:
+        EmptySelectionError: ``text`` selects no runs and ``allow_empty`` is false; the message
+            names the selection as ``what`` (e.g. ``the baseline filter``).
+    """
+    keys = select_run_keys(store, text, params=params)
+    _require_selection(len(keys), text, what, allow_empty)
+    return keys
+
+
+def select_gate_run_sets(store: Store, selections: Sequence[tuple[str, str]], *,
+                         allow_empty: bool = False) -> list[pa.Table]:
+    """:func:`select_gate_runs` for several ``(what, text)`` selections at once (bulk compare's
+    two sides): the run keys each selects as a one-column (``run_key``) Arrow table, distinct
+    and in no particular order, read in one locked-down connection with no Python object per
+    run.
+
+    Raises:
+        EmptySelectionError: as :func:`select_gate_runs`, for the first empty selection.
+    """
+    out = []
     with open_reader(store) as con:
         catalog = catalog_from_connection(con)
-        return [
-            con.sql(run_key_tree(compile_query(text, catalog, params, now), ordered=False)
-                    .sql(dialect="duckdb", comments=False)).to_arrow_table()
-            for text in dsl_filters
-        ]
+        for what, text in selections:
+            tree = run_key_tree(compile_query(text, catalog), ordered=False)
+            keys = con.sql(tree.sql(dialect="duckdb", comments=False)).to_arrow_table()
+            _require_selection(keys.num_rows, text, what, allow_empty)
+            out.append(keys)
+    return out
+
+
+def _require_selection(count: int, text: str, what: str, allow_empty: bool) -> None:
+    if not count and not allow_empty:
+        raise EmptySelectionError(
+            f"{what} {text!r} selects no runs: nothing would be checked "
+            "(--allow-empty accepts an empty selection)", what=what)
 
 
 def run_key_tree(query: CompiledQuery, ordered: bool = True) -> exp.Query:

@@ -516,6 +516,20 @@ def relative_time(text: str, now: datetime) -> datetime | None:
     return now + _duration(text.strip())
 
 
+def parse_timestamp(text: str, now: datetime | None = None) -> datetime:
+    """An ISO time (with or without offset) or a relative one (``-7d``), as naive UTC.
+
+    Raises:
+        ValueError: ``text`` is neither.
+    """
+    now = now or datetime.now(UTC).replace(tzinfo=None)
+    relative = relative_time(text, now)
+    if relative is not None:
+        return relative
+    value = datetime.fromisoformat(text.strip())
+    return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+
+
 def _duration(text: str) -> timedelta:
     return timedelta(**{_TIME_UNITS[text[-1]]: float(text[:-1])})
 

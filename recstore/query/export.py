@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import duckdb
 from sqlglot import exp
 
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.query.views import Catalog, View, catalog_from_connection
 
 if TYPE_CHECKING:
@@ -38,16 +39,18 @@ class ExportSummary:
     partitioned: list[str] = field(default_factory=list)
 
 
-def export_views(store: Store, directory: str | Path) -> ExportSummary:
+def export_views(store: Store, directory: str | Path,
+                 progress: Progress = NO_PROGRESS) -> ExportSummary:
     """Write every public view of ``store`` under ``directory`` (replacing earlier exports of
-    those views) and return the row counts."""
+    those views) and return the row counts; ``progress`` follows the views written."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     summary = ExportSummary(directory)
     with store.reader() as con:
         catalog = catalog_from_connection(con)
-        for view in catalog.views.values():
+        for done, view in enumerate(catalog.views.values(), start=1):
             summary.rows[view.name] = _export_view(con, catalog, view, directory / view.name)
+            progress.update(done, len(catalog.views))
             if _partitionable(catalog, view):
                 summary.partitioned.append(view.name)
     return summary

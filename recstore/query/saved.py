@@ -17,12 +17,12 @@ import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from recstore.errors import InputError, NotFoundError
-from recstore.query.dsl import relative_time
+from recstore.query.dsl import parse_timestamp
 from recstore.resources import resource_dir
 
 PARAM_TYPES = ("text", "int", "number", "timestamp", "bool")
@@ -82,12 +82,7 @@ def convert(raw: str, param: Param, now: datetime | None = None) -> Any:
                 raise ValueError
             return raw.lower() in ("true", "1", "yes")
         if param.type == "timestamp":
-            now = now or datetime.now(UTC).replace(tzinfo=None)
-            relative = relative_time(raw, now)
-            if relative is not None:
-                return relative
-            value = datetime.fromisoformat(raw)
-            return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+            return parse_timestamp(raw, now)
         return raw
     except ValueError:
         raise InputError(f"parameter {param.name}={raw!r} is not a valid {param.type}",

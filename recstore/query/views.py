@@ -44,7 +44,7 @@ PUBLIC_VIEWS: tuple[str, ...] = (
     "sweep_cases",
 )
 
-_RUN_CHILD = "run_key: the run this row belongs to ('aioc:<runId>' / 'agentuse:<sessionId>')"
+_RUN_CHILD = "run_key: the run this row belongs to ('aioc:<runId>' / 'agentuse:<sessionId>' / 'otlp:<runId>')"
 _SEQ = "seq of the event this row was projected from"
 
 VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
@@ -53,7 +53,7 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
         {
             "run_key": "store key of the run: 'aioc:<runId>' or 'agentuse:<sessionId>'",
             "run_id": "the record's own id (runId / session id); not necessarily unique",
-            "format": "input format: aioc | agentuse",
+            "format": "input format: aioc | agentuse | otlp",
             "revision": "revision number of this run's stream (1 = first version seen)",
             "record_hash": "sha256 of the canonical JSON of the whole record",
             "status": "run status as recorded (completed, failed, ...)",
@@ -102,6 +102,18 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
             "tokens_cache_read": "cache-read tokens over every visit",
             "tokens_cache_write": "cache-write tokens over every visit",
             "result_of_run_id": "agentuse: session whose result this run tests",
+            "error_history": "agentuse: errors of earlier attempts (errorHistory, JSON)",
+            "verification": "agentuse: the verify judge's final verdict (JSON)",
+            "verification_status": "agentuse: passed | failed | error",
+            "owner_pid": "agentuse: pid of the process that executed the run",
+            "execution": "agentuse: execution intervals across resumes (time.execution, JSON)",
+            "execution_ms": "agentuse: total of the closed execution intervals",
+            "execution_budget": "agentuse: executionBudget (JSON)",
+            "channels": "agentuse: channel anchors, e.g. Slack threads (JSON)",
+            "dismissed_at": "agentuse: when a reviewer waved the run off (UTC)",
+            "dismissed_at_text": "dismissedAt as ISO text",
+            "reviewed_at": "agentuse: when a reviewer opened the run (UTC)",
+            "reviewed_at_text": "reviewedAt as ISO text",
         },
     ),
     "items": (
@@ -157,6 +169,9 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
             "child_session_id": "agentuse: subagent session the call started",
             "child_link": "how that link is known: resumePayload | inferred",
             "child_link_confidence": "1.0 recorded, below 1 inferred",
+            "superseded": "agentuse: part of a rewound attempt (not in the model's history)",
+            "parent_call_id": "agentuse: the Code Mode code_exec call that dispatched it",
+            "raw_approved_input": "agentuse: the signed input an approval covered (JSON)",
         },
     ),
     "requests": (
@@ -209,6 +224,8 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
             "model": "agentuse: model of the visit",
             "tokens_input": "input tokens of the visit",
             "tokens_output": "output tokens of the visit",
+            "assistant_error": "agentuse: the message's assistant.error (JSON)",
+            "assistant_summary": "agentuse: the message's assistant.summary",
         },
     ),
     "policy_decisions": (
@@ -323,7 +340,7 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
             "uri": "file path or URI",
             "sha256": "sha256 of the bytes read (NULL for in-process records)",
             "size_bytes": "size in bytes",
-            "format": "json | ndjson | records",
+            "format": "json | ndjson | records | otlp (an OpenTelemetry trace file)",
             "compression": "gzip | NULL",
             "status": "ok | partial | rejected | incomplete (reading it was interrupted)",
             "record_count": "records read",

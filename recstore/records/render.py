@@ -1,5 +1,6 @@
 """Readable text for an analysis (``recstore inspect``/``show``) and a comparison
-(``recstore compare``), plus JSON text that survives lone surrogates.
+(``recstore compare``), made :func:`printable`: control characters and lone surrogates are
+shown as escapes (``\\x1b``, ``\\udXXX``).
 
 Example:
     >>> rec = {"runId": "r1", "status": "completed", "agentName": "A", "response": "hi",
@@ -11,31 +12,46 @@ Example:
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from recstore.jsonout import dumps, escape_surrogates
 from recstore.records.structure import RecordAnalysis, ToolCallJoin
 
-__all__ = ["dumps_json", "render_analysis", "render_comparison"]
+__all__ = ["printable", "render_analysis", "render_comparison"]
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# What a terminal could act on or that hides text: C0 and C1 controls (ESC starts colour,
+# title and clear-screen sequences), DEL, bidirectional overrides and isolates, line and
+# paragraph separators, and lone surrogates (not printable as UTF-8).
+_UNPRINTABLE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"
+    "\ud800-\udfff]"
+)
 _PREVIEW = 72
 
 
-def _escape_surrogates(text: str) -> str:
-    # json.loads keeps a lone surrogate as one code point; it cannot be written as UTF-8.
-    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+def printable(text: str, keep: str = "") -> str:
+    """``text`` safe to print on a terminal: every control or direction-changing character
+    except those in ``keep`` is shown as an escape (``\\x1b``, ``\\u202e``), so stored
+    strings cannot retitle, clear or recolour the screen.
 
+    >>> printable("ok\\x1b]0;pwned\\x07 \\u202eevil\\nnext", keep="\\n")
+    'ok\\\\x1b]0;pwned\\\\x07 \\\\u202eevil\\nnext'
+    """
 
-def dumps_json(value: Any, indent: int | None = 2) -> str:
-    """JSON text for output: key order kept, non-ASCII raw, lone surrogates escaped (as JS does)."""
-    return _escape_surrogates(json.dumps(value, ensure_ascii=False, indent=indent))
+    def escape(match: re.Match) -> str:
+        char = match.group()
+        if char in keep:
+            return char
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _UNPRINTABLE.sub(escape, text)
 
 
 def _preview(value: Any) -> str:
-    text = value if isinstance(value, str) else dumps_json(value, indent=None)
-    text = _escape_surrogates(text).replace("\n", "\\n")
+    text = value if isinstance(value, str) else dumps(value, indent=None)
+    text = escape_surrogates(text).replace("\n", "\\n")
     return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
 
 
@@ -151,7 +167,7 @@ def render_analysis(analysis: RecordAnalysis) -> str:
     lines.extend(decisions)
     lines.append(f"findings ({len(a.findings)})")
     lines.extend(f"  {f.code} at {f.path}: {f.message}" for f in a.findings)
-    return _escape_surrogates("\n".join(lines))
+    return printable("\n".join(lines), keep="\n")
 
 
 def render_comparison(result: dict, left_name: str = "A", right_name: str = "B") -> str:
@@ -174,4 +190,4 @@ def render_comparison(result: dict, left_name: str = "A", right_name: str = "B")
         lines.append(f"  {d['path']}  {d['kind']}")
         lines.append(f"    - {left}")
         lines.append(f"    + {right}")
-    return _escape_surrogates("\n".join(lines))
+    return printable("\n".join(lines), keep="\n")

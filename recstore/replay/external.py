@@ -36,6 +36,8 @@ from typing import Any
 from recstore.errors import InputError
 from recstore.formats.agentuse import assemble_run, scan_tree, to_run_record
 from recstore.formats.aioc import validate_run_record
+from recstore.jsonout import dumps
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.records import compare_records
 from recstore.replay.agentuse_match import (
     STRIP_INTENT,
@@ -145,7 +147,8 @@ def _matching_rules(matching: str, recordings: RecordingSet | None, strip: froze
         }
     return {
         "name": "agentuse",
-        "key": "canonical JSON of [tool, arguments], object keys sorted at every depth",
+        "key": "canonical JSON of [tool, arguments], object keys sorted at every depth "
+        "(array-index keys first; canonically equivalent keys keep their order; __proto__ kept)",
         "ignoreTopLevelKeys": sorted(strip),
         "resolvePath": {
             "tool": "tools__filesystem_read",
@@ -153,6 +156,7 @@ def _matching_rules(matching: str, recordings: RecordingSet | None, strip: froze
             "sourceRoot": recordings.cwd if recordings else None,
         },
         "queues": "FIFO per key",
+        "outputs": "handed to the model as recorded, no envelope added (an aioc output keeps its own)",
         "recordedErrors": "raised as tool errors with the recorded message",
         "recordedUntil": "the first await_human call or follow-up user prompt of the source",
         "storeList": "served from a wider recorded page when the window and fields fit (agentuse §3.5)",
@@ -281,8 +285,7 @@ def replay_external(
     try:
         done = subprocess.run(
             argv,
-            # ASCII escapes keep lone surrogates (valid in JSON text) from breaking the pipe's UTF-8.
-            input=json.dumps(request),
+            input=dumps(request, indent=None, ascii_only=True),  # a pipe of unknown encoding
             capture_output=True,
             text=True,
             timeout=limit,
@@ -406,6 +409,7 @@ def replay_stored_external(
     matching: str = "aioc",
     timeout: float = 300.0,
     save: bool = True,
+    progress: Progress = NO_PROGRESS,
 ) -> list[Any]:
     """``recstore replay --command``: hand each stored run to an external replayer and store
     every outcome (failures as failed replays). Returns ``ReplayResult`` rows."""
@@ -438,4 +442,5 @@ def replay_stored_external(
                 store, [(source, outcome.record, outcome.report, outcome.provider)]
             )
         results.append(ReplayResult(source.run_key, key, outcome.report))
+        progress.update(len(results), len(run_keys))
     return results

@@ -33,6 +33,7 @@ __all__ = [
     "connect_attached",
     "ensure_schema",
     "owner_only_files",
+    "apply_schema_files",
     "pending_schema_files",
     "refresh_views",
     "schema_files",
@@ -163,6 +164,13 @@ def refresh_views(con: duckdb.DuckDBPyConnection) -> None:
     for _version, name, file in schema_files():
         if name.endswith("_views.sql"):
             con.execute(file.read_text(encoding="utf-8"))
+
+
+def apply_schema_files(con: duckdb.DuckDBPyConnection) -> None:
+    """Run every shipped schema file (each is idempotent), then define the views again."""
+    for _version, _name, file in schema_files():
+        con.execute(file.read_text(encoding="utf-8"))
+    refresh_views(con)
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import sys
 import threading
 import time
 import uuid
@@ -34,6 +33,7 @@ from recstore.errors import InputError
 from recstore.formats.events import FAMILY_OF, Event
 from recstore.formats.jsontext import dumps_json, loads_json
 from recstore.formats.reader import RawInput
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.store.chain import EMPTY_DIGEST, Digest, batch_hash, line_digest
 from recstore.store.prepare import Prepared, Preparer, Refused, run_key_for, utf8_safe
 from recstore.store.projection import (
@@ -146,28 +146,6 @@ class IngestSummary:
         return asdict(self)
 
 
-class _Progress:
-    """A self-overwriting counter on stderr, only when stderr is a terminal."""
-
-    def __init__(self) -> None:
-        self.enabled = sys.stderr.isatty()
-        self._last = 0.0
-        self._start = time.monotonic()
-
-    def update(self, done: int) -> None:
-        now = time.monotonic()
-        if self.enabled and now - self._last >= 0.5:
-            self._last = now
-            rate = done / max(now - self._start, 1e-9)
-            sys.stderr.write(f"\ringest: {done:,} records ({rate:,.0f}/s)")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled and self._last:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-
-
 _MEMORY_LIMIT = re.compile(r"\d+(?:\.\d+)?\s*(?:[KMGT]i?B|B)\Z", re.IGNORECASE)
 
 
@@ -253,6 +231,7 @@ class BatchWriter:
         tags: dict[str, str] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         workers: int = 0,
+        progress: Progress = NO_PROGRESS,
     ) -> None:
         self._con = con
         self._preparer = Preparer(workers)
@@ -272,7 +251,7 @@ class BatchWriter:
         self.tags_json = dumps_json(self.tags)
         self.ingest_id = str(uuid.uuid4())
         self.summary = IngestSummary()
-        self._progress = _Progress()
+        self._progress = progress  # records read so far (their total is unknown up front)
         self._streams: dict[str, _Stream | None] = {}  # run key -> state; None: not stored
         self._columns: dict = {}  # insert_columns' column cache for this connection
         self._next_seq = self._max("SELECT max(seq) FROM events") + 1
@@ -335,7 +314,6 @@ class BatchWriter:
                 self._ingest_source(source, lineage or [])
             self.flush()
         finally:
-            self._progress.close()
             self._preparer.close()
             if self._commit_thread is not None:  # only after an error: let it end before closing
                 self._commit_thread.join()
@@ -356,7 +334,8 @@ class BatchWriter:
                     counts.add(self._store(p, counts.source_id, lineage))
                 self._progress.update(
                     self.summary.accepted + self.summary.revised + self.summary.duplicate
-                    + self.summary.rejected
+                    + self.summary.rejected,
+                    None,
                 )
                 self.submit_if_full()
         self.finish_source(counts, source.sha256, source.size_bytes)

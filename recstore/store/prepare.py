@@ -52,7 +52,7 @@ def utf8_safe(text: str) -> str:
 
 
 def run_key_for(fmt: str, run_id: str) -> str:
-    """Store key of a run: ``aioc:<runId>`` / ``agentuse:<sessionId>``."""
+    """Store key of a run: ``aioc:<runId>`` / ``agentuse:<sessionId>`` / ``otlp:<runId>``."""
     return utf8_safe(f"{fmt}:{run_id}")
 
 

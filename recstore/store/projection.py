@@ -77,11 +77,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "request_count", "first_turn", "last_turn", "item_start", "item_end",
     ),
     "proj_policy_decisions": (
-        "run_key", "run_seq", "decision_index", "applied_basis", "event_seq", "entry_key",
-        "is_object", "decision", "reason", "resource_kind", "resource_name",
+        "run_key", "run_seq", "decision_index", "decision", "reason", "resource_kind",
+        "resource_name", "policy_version", "applied_basis", "event_seq", "entry_key", "is_object",
     ),
     "proj_guardrail_decisions": (
-        "run_key", "run_seq", "decision_index", "event_seq", "entry_key", "is_object",
+        "run_key", "run_seq", "decision_index", "guardrail_name", "decision", "event_seq",
+        "entry_key", "is_object",
     ),
     "proj_suspended_proposals": (
         "run_key", "proposal_index", "turn", "call_id", "kind", "agent", "tool_name",
@@ -107,16 +108,18 @@ SEQ_COLUMNS: dict[str, tuple[str, ...]] = {
 EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {
     "proj_runs": (
         "trigger", "mock", "error_code", "tokens_input", "tokens_output", "tokens_reasoning",
-        "tokens_cache_read", "tokens_cache_write", "result_of_run_id",
+        "tokens_cache_read", "tokens_cache_write", "result_of_run_id", "error_history",
+        "verification", "verification_status", "owner_pid", "execution", "execution_ms",
+        "execution_budget", "channels", "dismissed_at_text", "reviewed_at_text",
     ),
     "proj_visits": (
         "session_id", "parent_visit_index", "parent_link", "link_confidence", "depth", "status",
-        "model", "tokens_input", "tokens_output",
+        "model", "tokens_input", "tokens_output", "assistant_error", "assistant_summary",
     ),
     "proj_tool_calls": (
         "part_id", "status", "error", "started_text", "ended_text", "duration_ms",
         "arguments_normalised", "artifact_path", "child_session_id", "child_link",
-        "child_link_confidence",
+        "child_link_confidence", "superseded", "parent_call_id", "raw_approved_input",
     ),
 }
 
@@ -236,7 +239,7 @@ def project_record(
     policy_keys = entry_keys(_list(record, "policyDecisions"))
     guardrail_keys = entry_keys(_list(record, "guardrailDecisions"))
     policy = _policy_rows(record, policy_keys, ctx, base, _policy_basis(analysis))
-    guardrails = _guardrail_rows(guardrail_keys, ctx, base)
+    guardrails = _guardrail_rows(record, guardrail_keys, ctx, base)
     run = _run_row(record, analysis, ctx, items_key, RunKeys.of(record))
     run["calls_full_key"] = calls_key(analysis)
     run["policy_seq_key"] = sequence_key([key for key, _ in policy_keys])
@@ -431,7 +434,8 @@ def _policy_basis(a: RecordAnalysis) -> dict[int, str]:
 
 
 def policy_outcome(entry: Any) -> tuple[str | None, str | None, str | None, str | None]:
-    """``(decision, reason, resource_kind, resource_name)`` of a policy decision entry."""
+    """``(decision, reason, resource_kind, resource_name)`` of a policy decision entry: what bulk
+    compare reports of an entry that changed."""
     entry = _dict(entry)
     resource = _dict(entry.get("resource"))
     return (
@@ -449,25 +453,38 @@ def _policy_rows(
     base: dict[str, int],
     basis: dict[int, str],
 ) -> list[tuple]:
-    """Rows of the policy decisions: each entry's comparison key, handoff basis and outcome
-    (``keys``: :func:`~recstore.records.keys.entry_keys` of the entries)."""
+    """Rows of the policy decisions: the fields queries filter on or compare reports, and what
+    the events do not say (each entry's comparison key, how a handoff's application is known);
+    ``keys``: :func:`~recstore.records.keys.entry_keys` of the entries."""
     first = base.get(ARRAY_EVENT_TYPES["policyDecisions"], 0)
     entries = _list(record, "policyDecisions")
-    return [
-        (
-            ctx.run_key, ctx.first_seq, i, basis.get(i), first + i, key, is_object,
-            *policy_outcome(entries[i]),
+    rows = []
+    for i, (key, is_object) in enumerate(keys):
+        decision, reason, kind, name = policy_outcome(entries[i])
+        version = _text(_dict(entries[i]).get("policyVersion"))
+        rows.append(
+            (
+                ctx.run_key, ctx.first_seq, i, decision, reason, kind, name, version,
+                basis.get(i), first + i, key, is_object,
+            )
         )
-        for i, (key, is_object) in enumerate(keys)
-    ]
+    return rows
 
 
 def _guardrail_rows(
-    keys: list[tuple[int, bool]], ctx: RunContext, base: dict[str, int]
+    record: dict, keys: list[tuple[int, bool]], ctx: RunContext, base: dict[str, int]
 ) -> list[tuple]:
-    """Rows of the guardrail decisions: each entry's comparison key."""
+    """Rows of the guardrail decisions: the fields queries filter on and each entry's
+    comparison key."""
     first = base.get(ARRAY_EVENT_TYPES["guardrailDecisions"], 0)
-    return [
-        (ctx.run_key, ctx.first_seq, i, first + i, key, is_object)
-        for i, (key, is_object) in enumerate(keys)
-    ]
+    entries = _list(record, "guardrailDecisions")
+    rows = []
+    for i, (key, is_object) in enumerate(keys):
+        entry = _dict(entries[i])
+        rows.append(
+            (
+                ctx.run_key, ctx.first_seq, i, _text(entry.get("guardrailName")),
+                _text(entry.get("decision")), first + i, key, is_object,
+            )
+        )
+    return rows

@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,8 @@ from recstore.errors import InputError, NotFoundError
 from recstore.formats.events import Event, events_to_record
 from recstore.formats.jsontext import dumps_json, loads_json
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES, RawInput, iter_sources
-from recstore.store import agentuse_ingest, db
+from recstore.progress import NO_PROGRESS, Progress
+from recstore.store import agentuse_ingest, db, migrate, otlp_io
 from recstore.store.chain import EMPTY_DIGEST, EVENTS_DIGEST_SQL, STREAM_LINE_SQL, batch_hash
 from recstore.store.ingest import (
     DEFAULT_BATCH_SIZE,
@@ -44,7 +46,7 @@ from recstore.store.projection import (
 )
 from recstore.store.tables import insert_columns
 
-__all__ = ["DEFAULT_DB", "Store", "VerifyReport"]
+__all__ = ["DEFAULT_DB", "Store", "StoredRun", "VerifyReport"]
 
 DEFAULT_DB = "recstore.duckdb"
 _REBUILD_CHUNK = 2000
@@ -67,6 +69,17 @@ class VerifyReport:
     def to_dict(self) -> dict:
         return {"ok": self.ok, "streams": self.streams, "events": self.events, "runs": self.runs,
                 "problems": self.problems}
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """The current revision of a stored run: its identity and the record."""
+
+    run_key: str
+    revision: int
+    record_hash: str
+    source_uri: str | None
+    record: dict
 
 
 class _RecordsSource:
@@ -105,7 +118,10 @@ class Store:
             try:
                 if created:
                     os.chmod(self.path, 0o600)
+                if db.stored_version(con) and migrate.is_layout_1(con):
+                    migrate.upgrade_layout_1(con, db.apply_schema_files, lambda: _rebuild(con))
                 db.ensure_schema(con, self.path)
+                migrate.finish_upgrade(con, lambda: _rebuild(con))
                 yield con
             finally:
                 con.close()
@@ -118,7 +134,7 @@ class Store:
         con = db.connect(self.path, read_only=True, lock_timeout=self.lock_timeout)
         try:
             db.check_version(self.path, db.stored_version(con))
-            if db.pending_schema_files(con):
+            if db.pending_schema_files(con) or migrate.upgrade_pending(con):
                 con.close()
                 with self.writer():
                     pass
@@ -138,9 +154,12 @@ class Store:
         format: str | None = None,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         workers: int | None = None,
+        progress: Progress = NO_PROGRESS,
     ) -> IngestSummary:
-        """Store every record under ``paths`` (files, directories, globs, ``-``) and every agentuse
-        session tree (auto-detected, or all paths with ``format="agentuse"``).
+        """Store every record under ``paths`` (files, directories, globs, ``-``), every agentuse
+        session tree and every OTLP/JSON trace file (both auto-detected, or all paths with
+        ``format="agentuse"`` / ``format="otlp"``); ``progress.update(records, None)`` follows
+        the records read.
 
         ``tags`` are added to every run stored or found identical (a ``tags_changed`` event
         where they change its tags). A record larger than ``max_record_bytes`` is rejected
@@ -156,13 +175,17 @@ class Store:
             if paths or not trees
             else []
         )
+        otlp_files, sources = otlp_io.split_sources(sources, format)
+        traces = otlp_io.otlp_sources(otlp_files)  # read before the write lock is taken
         with self.writer() as con:
             if workers is None:
                 workers = default_workers(sum(s.size_hint for s in sources))
-            writer = BatchWriter(con, tags=tags, batch_size=batch_size, workers=workers)
+            writer = BatchWriter(
+                con, tags=tags, batch_size=batch_size, workers=workers, progress=progress
+            )
             for tree in trees:
                 agentuse_ingest.ingest_tree(writer, tree)
-            return writer.ingest_sources(sources)
+            return writer.ingest_sources([*traces, *sources])
 
     def ingest_records(
         self,
@@ -218,19 +241,10 @@ class Store:
             writer.flush()
             return writer.summary
 
-    def rebuild(self) -> int:
+    def rebuild(self, progress: Progress = NO_PROGRESS) -> int:
         """Recompute every projection from the event log alone; returns the number of runs."""
         with self.writer() as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                for table in PROJECTION_TABLES:
-                    con.execute(f"DELETE FROM {table}")
-                runs = _project_log(con, catalog=None)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-        return runs
+            return _rebuild(con, progress)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -275,6 +289,45 @@ class Store:
             ).fetchall()
         return events_to_record(rows)
 
+    def load_runs(self, run_keys: list[str]) -> list[StoredRun]:
+        """The current revisions of stored runs, in the order given, read in one connection.
+
+        ``get_record`` opens a connection per call (about 0.15 s each); replay batches and
+        exports read thousands of runs, so they are reassembled here from one query.
+
+        Raises:
+            NotFoundError: a run key is not stored.
+        """
+        with self.reader() as con:
+            identity = {
+                row[0]: row[1:]
+                for row in con.execute(
+                    "SELECT run_key, revision, record_hash, source_uri FROM runs "
+                    "WHERE list_contains(?, run_key)",
+                    [run_keys],
+                ).fetchall()
+            }
+            missing = [key for key in run_keys if key not in identity]
+            if missing:
+                raise NotFoundError(f"no stored run {missing[0]}")
+            rows = con.execute(
+                "SELECT e.stream_key, e.type, e.payload FROM events e JOIN runs r "
+                "ON e.stream_key = r.run_key AND e.revision = r.revision "
+                "WHERE list_contains(?, r.run_key) ORDER BY e.seq",
+                [run_keys],
+            ).fetchall()
+            # agentuse streams hold file events; their record is the fold of every revision
+            folded = {key: agentuse_ingest.stored_record(con, key)
+                      for key in run_keys if key.startswith("agentuse:")}
+        events: dict[str, list[tuple[str, str]]] = {}
+        for key, etype, payload in rows:
+            events.setdefault(key, []).append((etype, payload))
+        return [
+            StoredRun(key, *identity[key],
+                      folded[key] if key in folded else events_to_record(events[key]))
+            for key in run_keys
+        ]
+
     def runs(self, limit: int = 20) -> list[dict]:
         """The most recently stored runs, newest first (a short list for people)."""
         with self.reader() as con:
@@ -286,18 +339,41 @@ class Store:
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
-    def rejects(self) -> list[dict]:
-        """Every stored reject, oldest first."""
+    def run_row(self, run_ref: str) -> dict:
+        """The ``runs`` row of a stored run (its current revision): status, agent, duration,
+        tags and the other columns ``recstore schema`` lists for ``runs``."""
+        with self.reader() as con:
+            cur = con.execute("SELECT * FROM runs WHERE run_key = ?", [_resolve(con, run_ref)])
+            names = [d[0] for d in cur.description]
+            return dict(zip(names, cur.fetchone(), strict=True))
+
+    def rejects(self, limit: int | None = None, since: datetime | None = None) -> list[dict]:
+        """Stored rejects, oldest first: at most ``limit``, rejected at or after ``since``."""
         with self.reader() as con:
             cur = con.execute(
-                "SELECT reject_id, source_uri, line, reason, path, raw_text, rejected_at "
-                "FROM rejects ORDER BY reject_id"
+                "SELECT reject_id, source_uri, line, reason, path, raw_text, raw_size, "
+                "rejected_at FROM rejects WHERE ? IS NULL OR rejected_at >= ? "
+                "ORDER BY reject_id LIMIT ?",
+                [since, since, limit],
             )
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
-    def verify(self) -> VerifyReport:
-        """Check every hash chain and batch, and that a rebuild reproduces the projections.
+    def reject_summary(self, since: datetime | None = None) -> list[dict]:
+        """Rejects counted by reason (most frequent first), with their sources and last time."""
+        with self.reader() as con:
+            cur = con.execute(
+                "SELECT reason, count(*) AS rejects, count(DISTINCT source_uri) AS sources, "
+                "max(rejected_at) AS last_rejected_at FROM rejects "
+                "WHERE ? IS NULL OR rejected_at >= ? GROUP BY reason ORDER BY rejects DESC, reason",
+                [since, since],
+            )
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def verify(self, progress: Progress = NO_PROGRESS) -> VerifyReport:
+        """Check the batch hash chain and every reference of the log, and that a rebuild
+        reproduces the projections (``progress`` follows the runs rebuilt).
 
         The rebuild goes into an in-memory database with the store attached read-only, so
         verify never writes to the store."""
@@ -315,7 +391,8 @@ class Store:
             report.problems.extend(_batch_problems(con))
             for table in PROJECTION_TABLES:
                 con.execute(f"CREATE TABLE memory.main.{table} AS SELECT * FROM {table} LIMIT 0")
-            report.runs = _project_log(con, catalog="memory", log_catalog=_STORE_CATALOG)
+            report.runs = _project_log(con, catalog="memory", log_catalog=_STORE_CATALOG,
+                                       progress=progress)
             report.problems.extend(_projection_problems(con))
         finally:
             con.close()
@@ -343,8 +420,25 @@ def _resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:
     return matches[0][0]
 
 
+def _rebuild(con: duckdb.DuckDBPyConnection, progress: Progress = NO_PROGRESS) -> int:
+    """Replace every projection row by a projection of the log, in one transaction."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table in PROJECTION_TABLES:
+            con.execute(f"DELETE FROM {table}")
+        runs = _project_log(con, catalog=None, progress=progress)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return runs
+
+
 def _project_log(
-    con: duckdb.DuckDBPyConnection, catalog: str | None, log_catalog: str | None = None
+    con: duckdb.DuckDBPyConnection,
+    catalog: str | None,
+    log_catalog: str | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> int:
     """Project the current revision of every stream from its events (in ``log_catalog``, default
     the connection's own) into the projection tables of ``catalog``."""
@@ -358,6 +452,7 @@ def _project_log(
             [TAGS_EVENT],
         ).fetchall()
     )
+    ((total,),) = cur.execute("SELECT count(DISTINCT stream_key) FROM streams").fetchall()
     cur.execute(
         """
         WITH current AS (
@@ -392,6 +487,7 @@ def _project_log(
             for row in table_rows:
                 pending.setdefault((table, len(row)), []).append(row)
         runs += 1
+        progress.update(runs, total)
         if runs % _REBUILD_CHUNK == 0:
             _flush(con, pending, catalog, columns)
     _flush(con, pending, catalog, columns)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from recstore.jsonout import dumps
 from recstore.sweep.spec import JudgeSpec
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
@@ -67,8 +68,7 @@ def run_judge(judge: JudgeSpec, case: dict) -> dict:
     try:
         done = subprocess.run(
             judge.command,
-            # ASCII escapes: records may hold lone surrogates, which UTF-8 cannot encode
-            input=json.dumps(case),
+            input=dumps(case, indent=None, ascii_only=True),  # a pipe of unknown encoding
             capture_output=True,
             text=True,
             timeout=judge.timeout,

@@ -1,0 +1,94 @@
+"""A store written by recstore 0.1 (log layout 1) upgrades in place the first time it is opened:
+every record reads back as ingested, the log verifies under the batch hash chain, and nothing
+the old store held is dropped. The fixture store was written by recstore 0.1 (commit 4ae4447)
+from nine aioc fixture records (tagged suite=v1), the agentuse fixture tree and one bad line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import duckdb
+
+from recstore.store import Store
+
+from .conftest import AIOC_FIXTURES, FIXTURES
+
+RECORDS = [
+    "simple-run", "tool-allow", "handoff-allow", "handoff-deny", "compare-v1", "compare-v2",
+    "v-thread-continuation", "v-approval-and-soft-deny", "v-guardrail-triggered",
+]
+
+
+def _old_store(tmp_path):
+    db = tmp_path / "old.duckdb"
+    with gzip.open(FIXTURES / "stores" / "layout1-store.duckdb.gz", "rb") as src, \
+            open(db, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    db.chmod(0o600)
+    return Store(db)
+
+
+def test_a_layout_1_store_upgrades_and_keeps_everything(tmp_path):
+    store = _old_store(tmp_path)
+    for name in RECORDS:
+        record = json.loads((AIOC_FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+        assert store.get_record(record["runId"]) == record
+    report = store.verify()
+    assert report.ok, report.problems
+    assert report.runs == len(RECORDS) + 1  # and the agentuse session
+    with store.reader() as con:
+        assert con.execute("SELECT value FROM meta WHERE key = 'layout'").fetchone() == ("2",)
+        tags = con.execute(
+            "SELECT count(*) FROM runs WHERE tags->>'$.suite' = 'v1'"
+        ).fetchone()[0]
+        rejects = con.execute("SELECT line, reason FROM rejects").fetchall()
+        sources = con.execute("SELECT count(*) FROM sources WHERE status <> 'incomplete'")
+        assert sources.fetchone()[0] == 11
+    assert tags == len(RECORDS)
+    assert len(rejects) == 1 and rejects[0][0] == 1
+
+
+def test_an_upgraded_store_takes_new_records_and_tags(tmp_path):
+    store = _old_store(tmp_path)
+    summary = store.ingest([str(AIOC_FIXTURES / "v-handoff-cycle.json")], tags={"suite": "v2"})
+    assert summary.accepted == 1
+    again = store.ingest([str(AIOC_FIXTURES / "simple-run.json")], tags={"suite": "v2"})
+    assert (again.duplicate, again.tagged) == (1, 1)
+    assert store.verify().ok
+
+
+def test_an_upgrade_interrupted_before_its_projections_finishes_on_the_next_open(tmp_path):
+    store = _old_store(tmp_path)
+    with store.writer() as con:  # upgrade, then pretend the projections were never built
+        con.execute("DELETE FROM proj_runs")
+        con.execute("INSERT OR REPLACE INTO meta VALUES ('layout', '2-projections-pending')")
+    assert store.get_record("simple-run")["runId"] == "simple-run"
+    with store.reader() as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == len(RECORDS) + 1
+    assert store.verify().ok
+
+
+def test_recorded_comparisons_keep_their_pairs(tmp_path):
+    """A layout-1 pair row named its revisions by run key and record hash; upgraded, it names
+    them by first seq and the comparison_pairs view shows the same runs and hashes."""
+    store = _old_store(tmp_path)
+    with duckdb.connect(str(store.path)) as con:  # the old file, before recstore opens it
+        (a, a_hash), (b, b_hash) = con.execute(
+            "SELECT stream_key, record_hash FROM streams "
+            "WHERE stream_key IN ('aioc:compare-v1', 'aioc:compare-v2') ORDER BY stream_key"
+        ).fetchall()
+        con.execute(
+            "INSERT INTO cmp_pairs VALUES (7, 0, 'case-1', ?, ?, ?, ?, FALSE, FALSE, TRUE, TRUE, "
+            "TRUE, TRUE, TRUE, 10, 12, 1, 1, 1, 0, 0, 1, NULL, NULL, NULL, 'completed', "
+            "'completed', 'warn')",
+            [a, b, a_hash, b_hash],
+        )
+    with store.reader() as con:
+        rows = con.execute(
+            "SELECT comparison_id, pair_key, baseline_run_key, baseline_revision, "
+            "baseline_record_hash, candidate_run_key, candidate_record_hash, equal, "
+            "response_length_b, classification FROM comparison_pairs"
+        ).fetchall()
+    assert rows == [(7, "case-1", a, 1, a_hash, b, b_hash, False, 12, "warn")]
