@@ -122,9 +122,6 @@ def pair_runs(
     with registered(con, "_cmp_baseline_in", baseline), registered(
         con, "_cmp_candidate_in", candidate
     ):
-        # copies: runs with the run's key on its own side; others: on the other side. Only
-        # runs that share their key with another run of their side are ranked (a window over
-        # every run would cost more than the rest of the pairing).
         con.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE _cmp_keyed AS
@@ -134,41 +131,40 @@ def pair_runs(
             runs AS (
                 SELECT run_key, {keys}, started_text, first_seq, last_seq, revision
                 FROM proj_runs r
-            ),
-            keyed AS (
-                SELECT s.side, s.run_key, {pair_key} AS pair_key,
-                       r.started_text, r.first_seq, r.last_seq, r.revision
-                FROM sides s JOIN runs r USING (run_key)
-            ),
-            counts AS (
-                SELECT pair_key, count(*) FILTER (WHERE side = 'baseline') AS baseline_runs,
-                       count(*) FILTER (WHERE side = 'candidate') AS candidate_runs
-                FROM keyed WHERE pair_key IS NOT NULL GROUP BY pair_key
-            ),
-            counted AS (
-                SELECT k.*,
-                       CASE WHEN side = 'baseline' THEN baseline_runs ELSE candidate_runs END
-                           AS copies,
-                       CASE WHEN side = 'baseline' THEN candidate_runs ELSE baseline_runs END
-                           AS others
-                FROM keyed k LEFT JOIN counts c USING (pair_key)
-            ),
-            ranked AS (
-                SELECT side, run_key,
-                       row_number() OVER (PARTITION BY side, pair_key
-                                          ORDER BY started_text DESC NULLS LAST, last_seq DESC)
-                           AS rank
-                FROM counted WHERE copies > 1
             )
-            SELECT c.side, c.run_key, c.pair_key, c.first_seq, c.revision,
-                   coalesce(r.rank, 1) AS rank,
-                   coalesce(c.copies, 0) AS copies, coalesce(c.others, 0) AS others
-            FROM counted c LEFT JOIN ranked r USING (side, run_key)
+            SELECT s.side, s.run_key, {pair_key} AS pair_key,
+                   r.started_text, r.first_seq, r.last_seq, r.revision
+            FROM sides s JOIN runs r USING (run_key)
             """
         )
+    # Keys that are not one run on each side: the only ones with duplicates or without a
+    # partner (usually few, so what follows them costs little).
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _cmp_odd_keys AS
+        SELECT pair_key, count(*) FILTER (WHERE side = 'baseline') AS baseline_runs,
+               count(*) FILTER (WHERE side = 'candidate') AS candidate_runs
+        FROM _cmp_keyed WHERE pair_key IS NOT NULL GROUP BY pair_key
+        HAVING baseline_runs <> 1 OR candidate_runs <> 1
+        """
+    )
     latest = duplicates == "latest"
+    # Runs the latest rule leaves out: all but the one that started last of their side and key.
     con.execute(
         f"""
+        CREATE OR REPLACE TEMP TABLE _cmp_dropped AS
+        SELECT side, run_key FROM (
+            SELECT k.side, k.run_key,
+                   row_number() OVER (PARTITION BY k.side, k.pair_key
+                                      ORDER BY k.started_text DESC NULLS LAST, k.last_seq DESC)
+                       AS rank
+            FROM _cmp_keyed k SEMI JOIN _cmp_odd_keys USING (pair_key)
+            WHERE {"TRUE" if latest else "FALSE"}
+        ) WHERE rank > 1
+        """
+    )
+    con.execute(
+        """
         CREATE OR REPLACE TEMP TABLE _cmp_pairing AS
         SELECT (row_number() OVER (ORDER BY a.pair_key, a.run_key, b.run_key) - 1)::INTEGER
                    AS pair_index,
@@ -176,9 +172,11 @@ def pair_runs(
                NULL::INTEGER AS a_rev, NULL::INTEGER AS b_rev,
                a.first_seq AS a_current, b.first_seq AS b_current,
                a.revision AS a_current_rev, b.revision AS b_current_rev
-        FROM _cmp_keyed a JOIN _cmp_keyed b
-          ON a.pair_key = b.pair_key AND a.side = 'baseline' AND b.side = 'candidate'
-        WHERE a.pair_key IS NOT NULL {"AND a.rank = 1 AND b.rank = 1" if latest else ""}
+        FROM (SELECT * FROM _cmp_keyed ANTI JOIN _cmp_dropped USING (side, run_key)
+              WHERE side = 'baseline') a
+        JOIN (SELECT * FROM _cmp_keyed ANTI JOIN _cmp_dropped USING (side, run_key)
+              WHERE side = 'candidate') b
+          ON a.pair_key = b.pair_key
         """
     )
     con.execute(
@@ -186,11 +184,22 @@ def pair_runs(
         CREATE OR REPLACE TEMP TABLE _cmp_unpaired_runs AS
         SELECT side, run_key, pair_key,
                CASE WHEN pair_key IS NULL THEN 'no_key'
-                    WHEN {"rank > 1" if latest else "FALSE"} THEN 'duplicate_dropped'
+                    WHEN dropped THEN 'duplicate_dropped'
                     WHEN others = 0 THEN 'no_match'
                     ELSE '{"duplicate_kept" if latest else "duplicate_paired"}'
                END AS reason
-        FROM _cmp_keyed
+        FROM (
+            SELECT k.side, k.run_key, k.pair_key,
+                   CASE WHEN k.side = 'baseline' THEN c.baseline_runs ELSE c.candidate_runs END
+                       AS copies,
+                   CASE WHEN k.side = 'baseline' THEN c.candidate_runs ELSE c.baseline_runs END
+                       AS others,
+                   d.run_key IS NOT NULL AS dropped
+            FROM _cmp_keyed k JOIN _cmp_odd_keys c USING (pair_key)
+            LEFT JOIN _cmp_dropped d ON d.side = k.side AND d.run_key = k.run_key
+            UNION ALL
+            SELECT side, run_key, NULL, 0, 0, FALSE FROM _cmp_keyed WHERE pair_key IS NULL
+        )
         WHERE pair_key IS NULL OR copies > 1 OR others = 0
         ORDER BY side, pair_key, run_key
         """

@@ -156,6 +156,10 @@ def select_run_keys(store: Store, dsl_filter: str, params: Mapping[str, Any] | N
         return [row[0] for row in con.execute(tree.sql(dialect="duckdb", comments=False)).fetchall()]
 
 
+# Columns of the runs view that joins add to run_rows (a selection that reads neither skips them).
+_JOINED_RUN_COLUMNS = frozenset({"record_hash", "source_uri"})
+
+
 def select_gate_runs(store: Store, text: str, *, what: str, allow_empty: bool = False,
                      params: Mapping[str, Any] | None = None) -> list[str]:
     """:func:`select_run_keys` for a gate (compare, replay, sweep): a selection that matches no
@@ -206,6 +210,9 @@ def run_key_tree(query: CompiledQuery, ordered: bool = True) -> exp.Query:
     if query.language == "dsl" and isinstance(from_table, exp.Table) and from_table.name == "runs":
         keys = tree.copy()
         keys.set("expressions", [exp.column("run_key", table="runs")])
+        if not any(c.name in _JOINED_RUN_COLUMNS for c in keys.find_all(exp.Column)):
+            # the selection reads run_rows, under the name runs, without the joins it ignores
+            keys.args["from_"].set("this", exp.to_table("run_rows").as_("runs"))
         # a limit without an order takes the first runs by run key, ordered or not
         if keys.args.get("order") or not (ordered or keys.args.get("limit")):
             return keys
