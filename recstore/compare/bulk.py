@@ -279,7 +279,8 @@ def _record(con: Any, comparison: Comparison) -> int:
     con.execute(
         f"INSERT INTO cmp_pairs (comparison_id, pair_index, pair_key, baseline_seq, "
         f"candidate_seq, {_STORED_RESULTS}) "
-        f"SELECT ?, pair_index, pair_key, a_seq, b_seq, {_STORED_RESULTS} FROM _cmp_classified",
+        f"SELECT ?, pair_index, pair_key, a_seq, b_seq, {_STORED_RESULTS} "
+        "FROM _cmp_classified JOIN _cmp_pairing USING (pair_index)",
         [comparison_id],
     )
     con.execute(
@@ -385,7 +386,7 @@ def _pair_rows(con: Any) -> pa.Table:
                a_revision AS baseline_revision, b_revision AS candidate_revision,
                lower(hex(sa.record_hash)) AS baseline_record_hash,
                lower(hex(sb.record_hash)) AS candidate_record_hash, {_STORED_RESULTS}
-        FROM _cmp_classified
+        FROM _cmp_classified JOIN _cmp_pairing USING (pair_index)
         JOIN streams sa ON sa.first_seq = a_seq
         JOIN streams sb ON sb.first_seq = b_seq
         ORDER BY pair_index

@@ -265,9 +265,10 @@ def _add_fields(con: duckdb.DuckDBPyConnection, progress: Progress) -> None:
 def resolve_features(
     con: duckdb.DuckDBPyConnection, with_fields: bool, progress: Progress = NO_PROGRESS
 ) -> None:
-    """``_cmp_pairs(pair_index, pair_key, a_key, b_key, a_revision, b_revision, a_seq, b_seq,
-    a_fid, b_fid)`` from ``_cmp_pairing``: each side's compared revision (``*_seq``: its first
-    event seq, which identifies it in the log) and feature id. A current revision's features are its
+    """``_cmp_pairs(pair_index, a_revision, b_revision, a_seq, b_seq, a_fid, b_fid)`` (a view)
+    from ``_cmp_pairing``: each side's compared revision (``*_seq``: its first event seq, which
+    identifies it in the log) and feature id; the run keys stay in ``_cmp_pairing``, so the
+    engine carries only integers through its tables. A current revision's features are its
     projections'; a pinned older one is reduced the first time a comparison names it. With
     ``with_fields``, revisions without field rows get them. ``progress`` follows the records
     reduced (there are none unless a revision is pinned or fields are ignored)."""
@@ -275,7 +276,7 @@ def resolve_features(
     con.execute(
         """
         CREATE OR REPLACE TEMP VIEW _cmp_pairs AS
-        SELECT p.pair_index, p.pair_key, p.a_key, p.b_key,
+        SELECT p.pair_index,
                coalesce(p.a_rev, p.a_current_rev) AS a_revision,
                coalesce(p.b_rev, p.b_current_rev) AS b_revision,
                coalesce(qa.first_seq, p.a_current) AS a_seq,
