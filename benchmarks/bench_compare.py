@@ -13,15 +13,16 @@ For each size (default 3,000 and 100,000 pairs):
    * **recstore**, in a new process (its peak RSS is the comparison's own): ``bulk_compare`` by
      ``metadata.caseId`` twice, end to end — select both sets with the DSL, pair, compare every
      pair, classify, aggregate, store the comparison. The very first one runs on the fresh store
-     ("first"); the best of all others is "repeated". first / repeated should stay at or below
-     1.5: compare features are built at ingest, so a first comparison computes nothing a
-     repeated one does not;
+     ("first"); the best first one of a later round's process is "repeated" (what running
+     ``recstore compare`` again costs) and the best second one of a process "repeated, warm".
+     first / repeated should stay at or below 1.5: compare features are built at ingest, so a
+     first comparison computes nothing a repeated one does not;
    * **node**: the same pairs built in memory in Node from the same records (the reused ones as
      shallow copies with new ids, as in step 1), then ``compareRunRecords(a, b)`` over every
      pair, twice in the process (the second has a warm JIT); the best over all rounds counts.
 
-Printed per size: wall and CPU (all threads) of first and repeated, their ratio, peak RSS, Node's
-time per pair next to recstore's end-to-end time per pair and the ratio (the aim: recstore >= 5x
+Printed per size: wall and CPU (all threads) of each, first / repeated, peak RSS, Node's time
+per pair next to recstore's end-to-end time per pair and their ratios (the aim: recstore >= 5x
 faster per pair), and a parity line: both sides' equal / summary-flag / metric totals, which must
 agree on every count.
 
