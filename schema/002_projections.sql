@@ -79,6 +79,7 @@ CREATE TABLE IF NOT EXISTS proj_items (
 
 CREATE TABLE IF NOT EXISTS proj_tool_calls (
     run_key           VARCHAR NOT NULL,
+    run_seq           BIGINT NOT NULL,     -- the run revision's first_seq (bulk compare's id)
     call_index        INTEGER NOT NULL,    -- 0-based position in extractToolCalls order
     ordinal           INTEGER,             -- aioc ExtractedToolCall.turn; NULL for orphan outputs
     call_id           VARCHAR,
@@ -131,12 +132,15 @@ CREATE TABLE IF NOT EXISTS proj_visits (
 );
 
 -- Policy and guardrail decisions: what the event does not say (the decision's comparison key,
--- whether a handoff applied) and the few short fields queries filter on; the views read every
--- other field of the decision from its event.
+-- whether a handoff applied) and the few short fields queries filter on or bulk compare reports
+-- for every changed entry (a policy decision's reason); the views read every other field of the
+-- decision from its event.
 CREATE TABLE IF NOT EXISTS proj_policy_decisions (
     run_key         VARCHAR NOT NULL,
+    run_seq         BIGINT NOT NULL,       -- the run revision's first_seq (bulk compare's id)
     decision_index  INTEGER NOT NULL,
     decision        VARCHAR,               -- allow | deny | require_approval | ...
+    reason          VARCHAR,
     resource_kind   VARCHAR,               -- tool | handoff
     resource_name   VARCHAR,
     policy_version  VARCHAR,
@@ -148,6 +152,7 @@ CREATE TABLE IF NOT EXISTS proj_policy_decisions (
 
 CREATE TABLE IF NOT EXISTS proj_guardrail_decisions (
     run_key         VARCHAR NOT NULL,
+    run_seq         BIGINT NOT NULL,
     decision_index  INTEGER NOT NULL,
     guardrail_name  VARCHAR,
     decision        VARCHAR,               -- pass | triggered

@@ -34,14 +34,19 @@ CREATE OR REPLACE MACRO current_events(event_type) AS TABLE
     JOIN events e ON e.stream_key = r.run_key AND e.seq BETWEEN r.first_seq AND r.last_seq
     WHERE e.type = event_type;
 
+-- A run's projection row with its run id: the runs view but for the two joins that add the
+-- record hash and the source URI (what run selections that need neither read, and lineage).
+CREATE OR REPLACE VIEW run_rows AS
+SELECT *, substr(run_key, length(format) + 2) AS run_id FROM proj_runs;
+
 CREATE OR REPLACE VIEW runs AS
-SELECT r.run_key, substr(r.run_key, length(r.format) + 2) AS run_id, r.format, r.revision,
+SELECT r.run_key, r.run_id, r.format, r.revision,
        lower(hex(s.record_hash)) AS record_hash,
-       r.* EXCLUDE (run_key, format, revision, items_key, response_key, response_length,
+       r.* EXCLUDE (run_key, run_id, format, revision, items_key, response_key, response_length,
                     metadata_key, metadata_is_object, policy_count, guardrail_count,
                     calls_full_key, policy_seq_key, guardrails_seq_key),
        f.uri AS source_uri
-FROM proj_runs r
+FROM run_rows r
 JOIN streams s ON s.stream_key = r.run_key AND s.revision = r.revision
 LEFT JOIN source_files f ON f.source_id = r.source_id;
 
@@ -59,8 +64,9 @@ CREATE OR REPLACE VIEW tool_calls AS
 SELECT t.run_key, t.call_index, t.ordinal, t.call_id, t.name, t.item_index, t.output_item_index,
        t.arguments, lower(hex(t.args_hash)) AS args_hash, t.has_output,
        CASE WHEN t.has_output THEN coalesce(t.output, rs_member(o.item, '$.output')) END AS output,
-       t.* EXCLUDE (run_key, call_index, ordinal, call_id, name, item_index, output_item_index,
-                    arguments, args_hash, has_output, output_key, output_seq, output)
+       t.* EXCLUDE (run_key, run_seq, call_index, ordinal, call_id, name, item_index,
+                    output_item_index, arguments, args_hash, has_output, output_key, output_seq,
+                    output)
 FROM proj_tool_calls t
 LEFT JOIN (SELECT seq, rs_json(payload) AS item FROM events WHERE type = 'item_appended') o
        ON o.seq = t.output_seq AND t.output IS NULL;
@@ -93,7 +99,7 @@ CREATE OR REPLACE VIEW policy_decisions AS
 SELECT d.run_key, d.decision_index, e.turn,
        e.p ->> '$.callId' AS call_id,
        d.decision,
-       e.p ->> '$.reason' AS reason,
+       d.reason,
        e.p ->> '$.publicReason' AS public_reason,
        e.p ->> '$.resultMode' AS result_mode,
        d.policy_version,
@@ -177,7 +183,7 @@ CREATE OR REPLACE VIEW findings AS SELECT * FROM proj_findings;
 -- never link. Parents are
 -- resolved by run id, so a parent stored later still links.
 CREATE OR REPLACE VIEW lineage AS
-WITH pr AS (SELECT *, substr(run_key, length(format) + 2) AS run_id FROM proj_runs)
+WITH pr AS (SELECT * FROM run_rows)
 SELECT r.run_key AS child_run_key,
        p.run_key AS parent_run_key,
        r.replay_of_run_id AS parent_run_id,

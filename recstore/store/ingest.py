@@ -234,9 +234,6 @@ class BatchWriter:
         progress: Progress = NO_PROGRESS,
     ) -> None:
         self._con = con
-        # Look-ups read committed state through their own cursor, so they need not wait for the
-        # batch being committed on ``con`` (the keys it holds are known to the writer already).
-        self._lookups = con.cursor()
         self._preparer = Preparer(workers)
         # DuckDB would otherwise cache up to 80 % of RAM in written pages, so an ingest's memory
         # grew with its input; this bound keeps it flat.
@@ -256,6 +253,9 @@ class BatchWriter:
         self.summary = IngestSummary()
         self._progress = progress  # records read so far (their total is unknown up front)
         self._streams: dict[str, _Stream | None] = {}  # run key -> state; None: not stored
+        # Looks stored streams up while a batch commits through ``con``: what was committed
+        # before this writer began is all it needs (what the writer appended, it remembers).
+        self._reader = con.cursor()
         self._columns: dict = {}  # insert_columns' column cache for this connection
         self._next_seq = self._max("SELECT max(seq) FROM events") + 1
         self._next_batch = self._max("SELECT max(batch_id) FROM batches") + 1
@@ -271,6 +271,21 @@ class BatchWriter:
         row = con.execute("SELECT hash FROM batches ORDER BY batch_id DESC LIMIT 1").fetchone()
         self._prev_hash: bytes | None = row[0] if row else None
         self._batch = _Batch(self._next_batch)
+
+    def __enter__(self) -> BatchWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let a batch still committing end (after an error), stop the worker processes, and
+        close the look-up cursor (an open cursor would keep the store's file lock)."""
+        if self._commit_thread is not None:
+            self._commit_thread.join()
+            self._commit_thread = None
+        self._preparer.close()
+        self._reader.close()
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -312,23 +327,11 @@ class BatchWriter:
     ) -> IngestSummary:
         """Read every source, store its records, flush, and return the summary."""
         start = time.monotonic()
-        try:
-            for source in sources:
-                self._ingest_source(source, lineage or [])
-            self.flush()
-        finally:
-            self.close()
+        for source in sources:
+            self._ingest_source(source, lineage or [])
+        self.flush()
         self.summary.seconds = time.monotonic() - start
         return self.summary
-
-    def close(self) -> None:
-        """Release what the writer holds: its worker processes, its look-up cursor and, after an
-        error, the commit in flight (it must end before the connection closes). Committing is
-        :meth:`flush`'s job; this commits nothing."""
-        self._preparer.close()
-        if self._commit_thread is not None:
-            self._commit_thread.join()
-        self._lookups.close()
 
     def _ingest_source(self, source: InputSource, lineage: list[dict]) -> None:
         counts = SourceCounts(self.open_source(source.uri, source.format, source.compression))
@@ -406,7 +409,7 @@ class BatchWriter:
         if not unknown:
             return
         wanted = pa.table({"stream_key": pa.array(unknown, pa.string())})  # noqa: F841
-        rows = self._lookups.execute(
+        rows = self._reader.execute(
             """
             SELECT s.stream_key, s.record_hash, s.revision, coalesce(r.tags::VARCHAR, '{}')
             FROM streams s SEMI JOIN wanted w USING (stream_key)
@@ -429,7 +432,7 @@ class BatchWriter:
             return 0
         if state.next_pos is not None:
             return state.next_pos
-        row = self.con.execute(
+        row = self._reader.execute(
             "SELECT max(stream_pos) FROM events WHERE stream_key = ?", [key]
         ).fetchone()
         return (row[0] if row and row[0] is not None else -1) + 1
@@ -633,8 +636,6 @@ class BatchWriter:
             batch.events_digest.hexdigest() if event_count else EMPTY_DIGEST,
             batch.streams_digest.hexdigest() if batch.streams_digest.count else EMPTY_DIGEST,
         )
-        # Arrow conversion needs the GIL, so it happens here; the thread only runs DuckDB.
-        inserts = self._stage(batch)
         batch_row = {
             "batch_id": batch.batch_id,
             "ingest_id": self.ingest_id,
@@ -653,7 +654,7 @@ class BatchWriter:
         self._batch = _Batch(self._next_batch)
         self._commit_thread = threading.Thread(
             target=self._commit_batch,
-            args=(inserts, batch_row, sorted(batch.replaced), batch.tag_updates),
+            args=(batch, batch_row),
             name="recstore-batch-commit",
         )
         self._commit_thread.start()
@@ -710,23 +711,20 @@ class BatchWriter:
         if error is not None:
             raise error
 
-    def _commit_batch(
-        self,
-        inserts: list[StagedInsert],
-        batch_row: dict[str, Any],
-        replaced: list[str],
-        tag_updates: dict[str, str],
-    ) -> None:
+    def _commit_batch(self, batch: _Batch, batch_row: dict[str, Any]) -> None:
+        """Stage ``batch`` as Arrow tables and commit it (on the commit thread: Arrow conversion
+        holds the GIL only in parts, DuckDB releases it)."""
         con = self._con
         try:
+            inserts = self._stage(batch)
             con.execute("BEGIN TRANSACTION")
             try:
-                if replaced:
-                    delete_projections(con, replaced)
+                if batch.replaced:
+                    delete_projections(con, sorted(batch.replaced))
                 for staged in inserts:
                     staged.run(con)
-                if tag_updates:
-                    _update_tags(con, tag_updates)
+                if batch.tag_updates:
+                    _update_tags(con, batch.tag_updates)
                 batch_row["committed_at"] = _now()
                 insert_columns(
                     con, "batches", tuple(batch_row), [tuple(batch_row.values())],

@@ -22,9 +22,9 @@ from recstore.formats.jsontext import int32 as _int
 from recstore.records import RecordAnalysis, analyze
 from recstore.records.keys import (
     RunKeys,
-    call_output_key,
+    call_keys,
     calls_key,
-    key_of,
+    entry_keys,
     sequence_key,
     text_key,
 )
@@ -40,6 +40,7 @@ __all__ = [
     "event_offsets",
     "fold_tags",
     "items_keys",
+    "policy_outcome",
     "project_record",
     "rows_from_dicts",
 ]
@@ -62,7 +63,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "payload",
     ),
     "proj_tool_calls": (
-        "run_key", "call_index", "ordinal", "call_id", "name", "item_index", "output_item_index",
+        "run_key", "run_seq", "call_index", "ordinal", "call_id", "name", "item_index", "output_item_index",
         "arguments", "args_hash", "has_output", "output_key", "envelope_status", "envelope_code",
         "request_turn", "visit_index", "agent", "is_handoff", "handoff_target", "policy_decision",
         "policy_decision_index", "in_input", "output_seq", "output",
@@ -76,12 +77,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "request_count", "first_turn", "last_turn", "item_start", "item_end",
     ),
     "proj_policy_decisions": (
-        "run_key", "decision_index", "decision", "resource_kind", "resource_name",
-        "policy_version", "applied_basis", "event_seq", "entry_key", "is_object",
+        "run_key", "run_seq", "decision_index", "decision", "reason", "resource_kind",
+        "resource_name", "policy_version", "applied_basis", "event_seq", "entry_key", "is_object",
     ),
     "proj_guardrail_decisions": (
-        "run_key", "decision_index", "guardrail_name", "decision", "event_seq", "entry_key",
-        "is_object",
+        "run_key", "run_seq", "decision_index", "guardrail_name", "decision", "event_seq",
+        "entry_key", "is_object",
     ),
     "proj_suspended_proposals": (
         "run_key", "proposal_index", "turn", "call_id", "kind", "agent", "tool_name",
@@ -97,10 +98,10 @@ PROJECTION_TABLES = tuple(COLUMNS)
 # counts them from 0 and the writer adds the revision's first seq when it stages the rows.
 SEQ_COLUMNS: dict[str, tuple[str, ...]] = {
     "proj_items": ("event_seq",),
-    "proj_tool_calls": ("output_seq",),
+    "proj_tool_calls": ("run_seq", "output_seq"),
     "proj_requests": ("event_seq", "snapshot_seq"),
-    "proj_policy_decisions": ("event_seq",),
-    "proj_guardrail_decisions": ("event_seq",),
+    "proj_policy_decisions": ("run_seq", "event_seq"),
+    "proj_guardrail_decisions": ("run_seq", "event_seq"),
     "proj_suspended_proposals": ("event_seq",),
 }
 # Columns only agentuse runs fill (schema/030_agentuse.sql); their rows have COLUMNS + these.
@@ -235,12 +236,14 @@ def project_record(
         item_canons = [canonical_bytes(item) for item in items]
     items_key, prefixes = items_keys(item_canons, analysis.scope.count)
     calls = _tool_call_rows(analysis, ctx, base.get("item_appended", 0))
-    policy = _entry_rows(record, "policyDecisions", ctx, base, _policy_basis(analysis))
-    guardrails = _entry_rows(record, "guardrailDecisions", ctx, base, None)
+    policy_keys = entry_keys(_list(record, "policyDecisions"))
+    guardrail_keys = entry_keys(_list(record, "guardrailDecisions"))
+    policy = _policy_rows(record, policy_keys, ctx, base, _policy_basis(analysis))
+    guardrails = _guardrail_rows(record, guardrail_keys, ctx, base)
     run = _run_row(record, analysis, ctx, items_key, RunKeys.of(record))
     run["calls_full_key"] = calls_key(analysis)
-    run["policy_seq_key"] = sequence_key([r[-2] for r in policy])
-    run["guardrails_seq_key"] = sequence_key([r[-2] for r in guardrails])
+    run["policy_seq_key"] = sequence_key([key for key, _ in policy_keys])
+    run["guardrails_seq_key"] = sequence_key([key for key, _ in guardrail_keys])
     return {
         "proj_runs": [_GETTERS["proj_runs"](run)],
         "proj_items": _item_rows(record, analysis, ctx, base.get("item_appended", 0)),
@@ -346,6 +349,7 @@ def _tool_call_rows(a: RecordAnalysis, ctx: RunContext, first_item_seq: int) -> 
         rows.append(
             (
                 ctx.run_key,
+                ctx.first_seq,
                 join.index,
                 _int(call.get("turn")),
                 _text(call.get("callId")),
@@ -353,9 +357,7 @@ def _tool_call_rows(a: RecordAnalysis, ctx: RunContext, first_item_seq: int) -> 
                 join.call_item_index,
                 join.output_item_index,
                 None if arguments is None else dumps_json(arguments),
-                bytes.fromhex(call["argsHash"]),
-                bool(call.get("hasOutput")),
-                call_output_key(call),
+                *call_keys(call),
                 join.envelope_status,
                 _text(join.envelope_code),
                 _int(join.request_turn),
@@ -431,23 +433,58 @@ def _policy_basis(a: RecordAnalysis) -> dict[int, str]:
     return {t.decision_index: t.basis for t in a.transitions}
 
 
-def _entry_rows(
-    record: dict, key: str, ctx: RunContext, base: dict[str, int], basis: dict[int, str] | None
+def policy_outcome(entry: Any) -> tuple[str | None, str | None, str | None, str | None]:
+    """``(decision, reason, resource_kind, resource_name)`` of a policy decision entry: what bulk
+    compare reports of an entry that changed."""
+    entry = _dict(entry)
+    resource = _dict(entry.get("resource"))
+    return (
+        _text(entry.get("decision")),
+        _text(entry.get("reason")),
+        _text(resource.get("kind")),
+        _text(resource.get("name")),
+    )
+
+
+def _policy_rows(
+    record: dict,
+    keys: list[tuple[int, bool]],
+    ctx: RunContext,
+    base: dict[str, int],
+    basis: dict[int, str],
 ) -> list[tuple]:
-    """Rows of the policy (``basis`` given) or guardrail decisions: the fields queries filter
-    on, and what their events do not say (the comparison key of each entry and, for
-    policies, how a handoff's application is known)."""
-    first = base.get(ARRAY_EVENT_TYPES[key], 0)
+    """Rows of the policy decisions: the fields queries filter on or compare reports, and what
+    the events do not say (each entry's comparison key, how a handoff's application is known);
+    ``keys``: :func:`~recstore.records.keys.entry_keys` of the entries."""
+    first = base.get(ARRAY_EVENT_TYPES["policyDecisions"], 0)
+    entries = _list(record, "policyDecisions")
     rows = []
-    for i, element in enumerate(_list(record, key)):
-        entry = _dict(element)
-        if basis is None:
-            head = (ctx.run_key, i, _text(entry.get("guardrailName")), _text(entry.get("decision")))
-        else:
-            resource = _dict(entry.get("resource"))
-            head = (
-                ctx.run_key, i, _text(entry.get("decision")), _text(resource.get("kind")),
-                _text(resource.get("name")), _text(entry.get("policyVersion")), basis.get(i),
+    for i, (key, is_object) in enumerate(keys):
+        decision, reason, kind, name = policy_outcome(entries[i])
+        version = _text(_dict(entries[i]).get("policyVersion"))
+        rows.append(
+            (
+                ctx.run_key, ctx.first_seq, i, decision, reason, kind, name, version,
+                basis.get(i), first + i, key, is_object,
             )
-        rows.append((*head, first + i, key_of(element), isinstance(element, dict)))
+        )
+    return rows
+
+
+def _guardrail_rows(
+    record: dict, keys: list[tuple[int, bool]], ctx: RunContext, base: dict[str, int]
+) -> list[tuple]:
+    """Rows of the guardrail decisions: the fields queries filter on and each entry's
+    comparison key."""
+    first = base.get(ARRAY_EVENT_TYPES["guardrailDecisions"], 0)
+    entries = _list(record, "guardrailDecisions")
+    rows = []
+    for i, (key, is_object) in enumerate(keys):
+        entry = _dict(entries[i])
+        rows.append(
+            (
+                ctx.run_key, ctx.first_seq, i, _text(entry.get("guardrailName")),
+                _text(entry.get("decision")), first + i, key, is_object,
+            )
+        )
     return rows
