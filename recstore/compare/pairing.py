@@ -82,7 +82,7 @@ class PairBy:
             return (
                 f"CASE WHEN r.input_item_count = 0 THEN '{_EMPTY_SCOPE_KEY}' "
                 "ELSE (SELECT x.prefix_key::VARCHAR FROM proj_input_prefixes x "
-                "WHERE x.run_key = r.run_key AND x.prefix_len = r.input_item_count) END"
+                "WHERE x.run_seq = r.first_seq AND x.prefix_len = r.input_item_count) END"
             )
         if side == "baseline":  # lineage: a baseline run is its own key ...
             return "r.run_key"

@@ -758,7 +758,12 @@ def delete_projections(con: duckdb.DuckDBPyConnection, run_keys: list[str]) -> N
     """Remove the projection rows of ``run_keys`` (before their new revision is projected)."""
     replaced = pa.table({"run_key": pa.array(run_keys, pa.string())})  # noqa: F841 - read by SQL
     for table in PROJECTION_TABLES:
-        con.execute(f"DELETE FROM {table} WHERE run_key IN (SELECT run_key FROM replaced)")
+        if table != "proj_runs":  # the others name the run by its revision's first seq
+            con.execute(
+                f"DELETE FROM {table} WHERE run_seq IN (SELECT first_seq FROM proj_runs "
+                "WHERE run_key IN (SELECT run_key FROM replaced))"
+            )
+    con.execute("DELETE FROM proj_runs WHERE run_key IN (SELECT run_key FROM replaced)")
 
 
 def _chunks(inputs: Iterator, size: int) -> Iterator[list]:

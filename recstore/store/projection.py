@@ -59,50 +59,54 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "guardrail_count", "calls_full_key", "policy_seq_key", "guardrails_seq_key",
     ),
     "proj_items": (
-        "run_key", "item_index", "type", "role", "request_turn", "in_input", "event_seq",
+        "run_seq", "item_index", "type", "role", "request_turn", "in_input", "event_seq",
         "payload",
     ),
     "proj_tool_calls": (
-        "run_key", "run_seq", "call_index", "ordinal", "call_id", "name", "item_index", "output_item_index",
+        "run_seq", "call_index", "ordinal", "call_id", "name", "item_index", "output_item_index",
         "arguments", "args_hash", "has_output", "output_key", "envelope_status", "envelope_code",
         "request_turn", "visit_index", "agent", "is_handoff", "handoff_target", "policy_decision",
         "policy_decision_index", "in_input", "output_seq", "output",
     ),
     "proj_requests": (
-        "run_key", "request_index", "message_count", "output_start", "output_end", "visit_index",
+        "run_seq", "request_index", "message_count", "output_start", "output_end", "visit_index",
         "event_seq", "snapshot_seq",
     ),
     "proj_visits": (
-        "run_key", "visit_index", "agent", "entered_after_turn", "via_call_id", "transition",
+        "run_seq", "visit_index", "agent", "entered_after_turn", "via_call_id", "transition",
         "request_count", "first_turn", "last_turn", "item_start", "item_end",
     ),
     "proj_policy_decisions": (
-        "run_key", "run_seq", "decision_index", "decision", "reason", "resource_kind",
+        "run_seq", "decision_index", "decision", "reason", "resource_kind",
         "resource_name", "policy_version", "applied_basis", "event_seq", "entry_key", "is_object",
     ),
     "proj_guardrail_decisions": (
-        "run_key", "run_seq", "decision_index", "guardrail_name", "decision", "event_seq",
+        "run_seq", "decision_index", "guardrail_name", "decision", "event_seq",
         "entry_key", "is_object",
     ),
     "proj_suspended_proposals": (
-        "run_key", "proposal_index", "turn", "call_id", "kind", "agent", "tool_name",
+        "run_seq", "proposal_index", "turn", "call_id", "kind", "agent", "tool_name",
         "from_agent", "to_agent", "reason", "public_reason", "policy_version", "expires_at_text",
         "timestamp_text", "event_seq", "args_canonical", "metadata", "payload",
     ),
-    "proj_findings": ("run_key", "finding_index", "code", "message", "path"),
-    "proj_input_prefixes": ("run_key", "prefix_len", "prefix_key"),
+    "proj_findings": ("run_seq", "finding_index", "code", "message", "path"),
+    "proj_input_prefixes": ("run_seq", "prefix_len", "prefix_key"),
 }
-# Tables holding one run's projection rows; each has a run_key column.
+# Tables holding one run's projection rows: proj_runs has its run_key and first_seq, the others
+# its first_seq as run_seq (an integer costs a byte or two a row where the key cost ~4).
 PROJECTION_TABLES = tuple(COLUMNS)
 # Columns holding event seqs (besides proj_runs' first/last): a record prepared on its own
 # counts them from 0 and the writer adds the revision's first seq when it stages the rows.
 SEQ_COLUMNS: dict[str, tuple[str, ...]] = {
-    "proj_items": ("event_seq",),
+    "proj_items": ("run_seq", "event_seq"),
     "proj_tool_calls": ("run_seq", "output_seq"),
-    "proj_requests": ("event_seq", "snapshot_seq"),
+    "proj_requests": ("run_seq", "event_seq", "snapshot_seq"),
+    "proj_visits": ("run_seq",),
     "proj_policy_decisions": ("run_seq", "event_seq"),
     "proj_guardrail_decisions": ("run_seq", "event_seq"),
-    "proj_suspended_proposals": ("event_seq",),
+    "proj_suspended_proposals": ("run_seq", "event_seq"),
+    "proj_findings": ("run_seq",),
+    "proj_input_prefixes": ("run_seq",),
 }
 # Columns only agentuse runs fill (schema/030_agentuse.sql); their rows have COLUMNS + these.
 EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -253,9 +257,9 @@ def project_record(
         "proj_policy_decisions": policy,
         "proj_guardrail_decisions": guardrails,
         "proj_findings": [
-            (ctx.run_key, i, f.code, f.message, f.path) for i, f in enumerate(analysis.findings)
+            (ctx.first_seq, i, f.code, f.message, f.path) for i, f in enumerate(analysis.findings)
         ],
-        "proj_input_prefixes": [(ctx.run_key, k, key) for k, key in prefixes],
+        "proj_input_prefixes": [(ctx.first_seq, k, key) for k, key in prefixes],
     }
 
 
@@ -328,7 +332,7 @@ def _item_rows(record: dict, a: RecordAnalysis, ctx: RunContext, first: int) -> 
         it = _dict(item)
         rows.append(
             (
-                ctx.run_key,
+                ctx.first_seq,
                 i,
                 _text(it.get("type")),
                 _text(it.get("role")),
@@ -348,7 +352,6 @@ def _tool_call_rows(a: RecordAnalysis, ctx: RunContext, first_item_seq: int) -> 
         arguments = call.get("arguments")
         rows.append(
             (
-                ctx.run_key,
                 ctx.first_seq,
                 join.index,
                 _int(call.get("turn")),
@@ -393,7 +396,7 @@ def _request_rows(
         snapshot = snapshot_of_turn.get(_int(req.turn))
         rows.append(
             (
-                ctx.run_key,
+                ctx.first_seq,
                 req.index,
                 _int(req.message_count),
                 req.output_start,
@@ -412,7 +415,7 @@ def _visit_rows(a: RecordAnalysis, ctx: RunContext) -> list[tuple]:
         turns = [t for t in v.turns if _int(t) is not None]
         rows.append(
             (
-                ctx.run_key,
+                ctx.first_seq,
                 v.index,
                 _text(v.agent),
                 _int(v.entered_after_turn),
@@ -464,7 +467,7 @@ def _policy_rows(
         version = _text(_dict(entries[i]).get("policyVersion"))
         rows.append(
             (
-                ctx.run_key, ctx.first_seq, i, decision, reason, kind, name, version,
+                ctx.first_seq, i, decision, reason, kind, name, version,
                 basis.get(i), first + i, key, is_object,
             )
         )
@@ -483,7 +486,7 @@ def _guardrail_rows(
         entry = _dict(entries[i])
         rows.append(
             (
-                ctx.run_key, ctx.first_seq, i, _text(entry.get("guardrailName")),
+                ctx.first_seq, i, _text(entry.get("guardrailName")),
                 _text(entry.get("decision")), first + i, key, is_object,
             )
         )
