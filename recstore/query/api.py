@@ -22,6 +22,7 @@ from recstore.query.guard import (
     guard_sql,
     lock_down,
     looks_like_sql,
+    view_references,
 )
 from recstore.query.output import BATCH_ROWS, ResultStream
 from recstore.query.views import Catalog, catalog_from_connection, default_catalog
@@ -47,9 +48,7 @@ class CompiledQuery:
 
     def views(self) -> list[str]:
         """The public views the query reads (CTE names excluded)."""
-        ctes = {cte.alias_or_name.lower() for cte in self.tree.find_all(exp.CTE)}
-        names = {t.name.lower() for t in self.tree.find_all(exp.Table)}
-        return sorted(names - ctes)
+        return sorted({t.name.lower() for t in view_references(self.tree)})
 
     def to(self, dialect: str, pretty: bool = False) -> str:
         """SQL for ``dialect`` (spark, trino, postgres, bigquery, clickhouse or duckdb)."""
