@@ -174,3 +174,23 @@ def test_a_query_the_guard_passes_never_reads_a_table_it_hides(secret_db, sql):
         return  # DuckDB refused it (a binder error): nothing was read
     assert (_SECRET,) not in rows, sql
 
+
+
+# --- nesting deeper than the parsers follow ----------------------------------------------------
+
+NESTED = hostile_lines("nested-queries.txt")
+
+
+@pytest.mark.parametrize("text", NESTED, ids=lambda text: text[:40])
+def test_deep_nesting_is_one_clear_error(text):
+    with pytest.raises(InputError, match=r"^query too deeply nested \(") as info:
+        compile_query(text)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("extra", [(), ("--explain",), ("--dialect", "spark")])
+def test_cli_reports_deep_nesting_in_one_line(fixture_store, extra):
+    result = run_cli("query", NESTED[0], *extra, db=fixture_store.path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("recstore: error: query too deeply nested (")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

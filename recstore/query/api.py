@@ -22,6 +22,7 @@ from recstore.query.guard import (
     guard_sql,
     lock_down,
     looks_like_sql,
+    refuse_deep_nesting,
     view_references,
 )
 from recstore.query.output import BATCH_ROWS, ResultStream
@@ -44,7 +45,8 @@ class CompiledQuery:
     def sql(self) -> str:
         """DuckDB SQL, as run on the store (without comments: what runs is exactly the tree
         the guard checked)."""
-        return self.tree.sql(dialect="duckdb", comments=False)
+        with refuse_deep_nesting():
+            return self.tree.sql(dialect="duckdb", comments=False)
 
     def views(self) -> list[str]:
         """The public views the query reads (CTE names excluded)."""
@@ -52,7 +54,8 @@ class CompiledQuery:
 
     def to(self, dialect: str, pretty: bool = False) -> str:
         """SQL for ``dialect`` (spark, trino, postgres, bigquery, clickhouse or duckdb)."""
-        return to_dialect(self.tree, dialect, self.catalog, pretty=pretty)
+        with refuse_deep_nesting():
+            return to_dialect(self.tree, dialect, self.catalog, pretty=pretty)
 
 
 def compile_query(text: str, catalog: Catalog | None = None,
@@ -63,12 +66,19 @@ def compile_query(text: str, catalog: Catalog | None = None,
 
     SQL goes through the read-only guard; ``$name`` placeholders are replaced by literal nodes
     from ``params``. DSL compiles to a tree that passes the same structural checks.
+
+    Raises:
+        InputError: the query is refused, invalid, or too deeply nested to compile.
     """
     catalog = catalog or default_catalog()
-    if language == "sql" or language is None and looks_like_sql(text):
-        tree = bind_placeholders(guard_sql(text, catalog), params or {})
-        return CompiledQuery(tree, "sql", catalog)
-    return compile_dsl(text, catalog, params, now)
+    with refuse_deep_nesting():
+        if language == "sql" or language is None and looks_like_sql(text):
+            tree = bind_placeholders(guard_sql(text, catalog), params or {})
+            query = CompiledQuery(tree, "sql", catalog)
+        else:
+            query = compile_dsl(text, catalog, params, now)
+        query.sql  # noqa: B018 - prove the tree prints here, where nesting errors are caught
+    return query
 
 
 def compile_dsl(text: str, catalog: Catalog | None = None,
@@ -76,10 +86,11 @@ def compile_dsl(text: str, catalog: Catalog | None = None,
                 now: datetime | None = None) -> CompiledQuery:
     """Compile filter-DSL ``text``; see :mod:`recstore.query.dsl` for the grammar."""
     catalog = catalog or default_catalog()
-    tree = compile_dsl_tree(text, catalog, params, now)
-    for check in (check_nodes, check_functions):
-        check(tree)
-    check_tables(tree, catalog)
+    with refuse_deep_nesting():
+        tree = compile_dsl_tree(text, catalog, params, now)
+        for check in (check_nodes, check_functions):
+            check(tree)
+        check_tables(tree, catalog)
     return CompiledQuery(tree, "dsl", catalog)
 
 

@@ -9,8 +9,10 @@ the network.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+from collections.abc import Iterator
 
 import duckdb
 import sqlglot
@@ -175,6 +177,18 @@ def guard_sql(sql: str, catalog: Catalog) -> exp.Query:
     check_tables(tree, catalog)
     check_columns(tree, catalog)
     return tree
+
+
+@contextlib.contextmanager
+def refuse_deep_nesting() -> Iterator[None]:
+    """Turn a ``RecursionError`` into one clear error. sqlglot's parser, the DSL parser and every
+    tree walk recurse once per level of nesting (about 20 frames per parenthesis when parsing),
+    so a few dozen levels of parentheses or subqueries exhaust Python's recursion limit."""
+    try:
+        yield
+    except RecursionError:
+        raise InputError("query too deeply nested (parentheses, subqueries or conditions); "
+                         "flatten it, for example with CTEs") from None
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:
