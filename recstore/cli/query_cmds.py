@@ -136,11 +136,16 @@ def schema_cmd(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.command("export")
-@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("directory", type=click.Path())
+@click.option("--overwrite", is_flag=True,
+              help="Replace an earlier recstore export in DIRECTORY (only its view folders).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @click.pass_context
-def export_cmd(ctx: click.Context, directory: str, as_json: bool) -> None:
+def export_cmd(ctx: click.Context, directory: str, overwrite: bool, as_json: bool) -> None:
     """Write every view as zstd Parquet under DIRECTORY, hive-partitioned by run start day.
+
+    DIRECTORY must be new or empty, or hold an earlier export (recstore-export.json) to replace
+    with --overwrite; recstore never deletes a folder it did not write. Files are owner-only.
 
     \b
     Example:
@@ -148,7 +153,7 @@ def export_cmd(ctx: click.Context, directory: str, as_json: bool) -> None:
     """
     from recstore.query.export import export_views
 
-    summary = export_views(existing_store(ctx), directory)
+    summary = export_views(existing_store(ctx), directory, overwrite=overwrite)
     if as_json:
         click.echo(json.dumps({"directory": str(summary.directory), "rows": summary.rows,
                                "partitioned": summary.partitioned}, indent=2))

@@ -11,11 +11,9 @@ applied are listed in ``schema_migrations`` and the highest number is ``meta.sch
 
 from __future__ import annotations
 
-import os
 import re
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -32,7 +30,6 @@ __all__ = [
     "connect",
     "connect_attached",
     "ensure_schema",
-    "owner_only_files",
     "pending_schema_files",
     "schema_files",
     "stored_version",
@@ -50,18 +47,6 @@ def schema_files() -> list[tuple[int, str, Path]]:
         if match:
             found.append((int(match.group(1)), path.name, path))
     return sorted(found)
-
-
-@contextmanager
-def owner_only_files() -> Iterator[None]:
-    """Create files (the store and its .wal) readable by the owner only while inside.
-
-    The umask is process-wide; it is narrowed only for the duration of a writer session."""
-    previous = os.umask(0o077)
-    try:
-        yield
-    finally:
-        os.umask(previous)
 
 
 def _is_lock_error(exc: duckdb.Error) -> bool:

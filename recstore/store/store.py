@@ -23,6 +23,7 @@ from typing import Any
 import duckdb
 
 from recstore.errors import InputError, NotFoundError
+from recstore.files import owner_only_umask
 from recstore.formats.events import Event, events_to_record
 from recstore.formats.reader import RawInput, iter_sources
 from recstore.store import agentuse_ingest, db
@@ -85,7 +86,7 @@ class Store:
     @contextmanager
     def writer(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-write connection with the schema up to date (creates the file 0600)."""
-        with db.owner_only_files():
+        with owner_only_umask():
             created = not self.path.exists()
             con = db.connect(self.path, read_only=False, lock_timeout=self.lock_timeout)
             try:
