@@ -16,6 +16,7 @@ from typing import TextIO
 import click
 
 from recstore import synth
+from recstore.files import private_dir, write_private_text
 
 __all__ = ["run_demo"]
 
@@ -83,7 +84,7 @@ class _Demo:
 
 
 def _write_single(path: Path, record: dict) -> Path:
-    path.write_text(json.dumps(record, ensure_ascii=False, indent=2), encoding="utf-8")
+    write_private_text(path, json.dumps(record, ensure_ascii=False, indent=2))
     return path
 
 
@@ -103,8 +104,7 @@ def _pick_handoff_case(n: int, seed: int) -> tuple[dict, dict]:
 def run_demo(workdir: Path | None = None, n: int = 200, seed: int = 7,
              out: TextIO | None = None) -> Path:
     """Generate a corpus and run the pipeline on it; returns the work directory."""
-    workdir = Path(workdir or tempfile.mkdtemp(prefix="recstore-demo-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = private_dir(workdir or tempfile.mkdtemp(prefix="recstore-demo-"))
     demo = _Demo(workdir, out or click.get_text_stream("stdout"))
     demo.say(f"recstore demo in {workdir}")
 
@@ -157,7 +157,7 @@ def run_demo(workdir: Path | None = None, n: int = 200, seed: int = 7,
 
     demo.step("7. A replay sweep: select, strict replay with a changed tool schema, compare, gate")
     spec = workdir / "sweep.toml"
-    spec.write_text(_SWEEP_SPEC, encoding="utf-8")
+    write_private_text(spec, _SWEEP_SPEC)
     demo.run("sweep", "run", str(spec), expect=(0, 1))
     demo.run("sweep", "status", "demo-finance-schema")
     reports = workdir / "sweep-report"

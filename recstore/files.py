@@ -19,7 +19,8 @@ from recstore.errors import InputError
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 
-__all__ = ["DIR_MODE", "FILE_MODE", "owner_only_umask", "private_dir", "private_open"]
+__all__ = ["DIR_MODE", "FILE_MODE", "owner_only_umask", "private_dir", "private_open",
+           "write_private_text"]
 
 
 def private_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> IO[Any]:
@@ -39,6 +40,13 @@ def private_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> IO[
     except BaseException:
         os.close(fd)
         raise
+
+
+def write_private_text(path: str | os.PathLike, text: str, *, encoding: str = "utf-8",
+                       errors: str = "strict") -> None:
+    """``Path(path).write_text(text)``, owner-only."""
+    with private_open(path, "w", encoding=encoding, errors=errors) as fh:
+        fh.write(text)
 
 
 def private_dir(path: str | os.PathLike) -> Path:

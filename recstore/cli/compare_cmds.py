@@ -25,14 +25,16 @@ from recstore.compare import (
 )
 from recstore.compare.report import render_html, render_text
 from recstore.errors import InputError
+from recstore.files import private_open, write_private_text
 from recstore.formats.aioc import load_record_file
 
 
 def _write_pairs(comparison, fmt: str, output: str) -> None:
-    if fmt == "csv":
-        pa_csv.write_csv(comparison.pairs, output)
-    else:
-        pq.write_table(comparison.pairs, output)
+    with private_open(output, "wb") as sink:
+        if fmt == "csv":
+            pa_csv.write_csv(comparison.pairs, sink)
+        else:
+            pq.write_table(comparison.pairs, sink)
 
 
 @cli.command("compare")
@@ -138,7 +140,7 @@ def compare_cmd(
         if fmt:
             _write_pairs(comparison, fmt, output)
         if html_path:
-            Path(html_path).write_text(render_html(comparison), encoding="utf-8")
+            write_private_text(html_path, render_html(comparison))
         if as_json:
             click.echo(json.dumps(comparison.to_dict(), ensure_ascii=False, default=str))
         else:

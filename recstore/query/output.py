@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recstore.errors import InputError
+from recstore.files import private_open
 
 FORMATS: tuple[str, ...] = ("table", "json", "ndjson", "csv", "parquet")
 BATCH_ROWS = 10_000
@@ -59,7 +60,7 @@ def write_result(result: ResultStream, fmt: str = "table", output: str | Path | 
             raise InputError("parquet output needs --output FILE", source="--format")
         return _write_parquet(result, Path(output))
     if output is not None:
-        with open(output, "w", encoding="utf-8", newline="") as fh:
+        with private_open(output, "w", encoding="utf-8", newline="") as fh:
             return _WRITERS[fmt](result, fh, False)
     import sys
 
@@ -176,17 +177,22 @@ def _cell(value: Any) -> str:
 
 
 def _write_parquet(result: ResultStream, path: Path) -> int:
+    with private_open(path, "wb") as sink:
+        return _write_parquet_to(result, sink)
+
+
+def _write_parquet_to(result: ResultStream, sink: IO[bytes]) -> int:
     writer: pq.ParquetWriter | None = None
     count = 0
     try:
         for batch in result.batches:
             if writer is None:
-                writer = pq.ParquetWriter(path, batch.schema, compression="zstd")
+                writer = pq.ParquetWriter(sink, batch.schema, compression="zstd")
             writer.write_batch(batch)
             count += batch.num_rows
         if writer is None:  # no rows: still write a file with the columns
             schema = result.schema or pa.schema([(c, pa.string()) for c in result.columns])
-            writer = pq.ParquetWriter(path, schema, compression="zstd")
+            writer = pq.ParquetWriter(sink, schema, compression="zstd")
     finally:
         if writer is not None:
             writer.close()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from recstore.errors import NotFoundError
+from recstore.files import private_dir, write_private_text
 
 #: Differences shown per case in the report (the JSON keeps the count of the rest).
 MAX_DIFFERENCES = 20
@@ -164,14 +165,13 @@ def _drift_summary(cases: list[dict]) -> dict[str, dict[str, int]]:
 def write_report(store: Any, run_id: int, out_dir: str | Path) -> tuple[Path, Path]:
     """Write ``sweep-<run>.json`` and ``sweep-<run>.html`` into ``out_dir``; returns both paths."""
     report = sweep_report(store, run_id)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = private_dir(out_dir)
     json_path = out / f"sweep-{run_id}.json"
     html_path = out / f"sweep-{run_id}.html"
     # Records may hold lone surrogates (valid JSON escapes, not UTF-8): write them as escapes.
-    json_path.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n",
-                         encoding="utf-8", errors="backslashreplace")
-    html_path.write_text(render_html(report), encoding="utf-8", errors="backslashreplace")
+    write_private_text(json_path, json.dumps(report, indent=2, ensure_ascii=False, default=str)
+                       + "\n", errors="backslashreplace")
+    write_private_text(html_path, render_html(report), errors="backslashreplace")
     return json_path, html_path
 
 
