@@ -13,7 +13,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from recstore.cli import cli
-from recstore.cli.existing_store import existing_store
+from recstore.cli.existing_store import WRITE_WAIT, existing_store, lock_timeout_option
 from recstore.cli.record_cmds import compare_options, echo_comparison
 from recstore.compare import (
     DUPLICATE_RULES,
@@ -76,6 +76,7 @@ def _write_pairs(comparison, fmt: str, output: str) -> None:
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write an HTML report.")
 @click.option("--no-record", is_flag=True, help="Do not store the comparison in the store.")
 @compare_options
+@lock_timeout_option(WRITE_WAIT)
 @click.pass_context
 def compare_cmd(
     ctx: click.Context,
@@ -95,6 +96,7 @@ def compare_cmd(
     as_json: bool,
     include: tuple[str, ...],
     exclude: tuple[str, ...],
+    lock_timeout: float,
 ) -> None:
     """Compare runs exactly as aioc's compareRunRecords does, one pair or thousands.
 
@@ -125,7 +127,7 @@ def compare_cmd(
         if (fmt is None) != (output is None):
             raise InputError("--format and --output go together")
         comparison = bulk_compare(
-            existing_store(ctx),
+            existing_store(ctx, lock_timeout),
             baseline,
             candidate,
             pair_by=pair_by,
@@ -160,7 +162,7 @@ def compare_cmd(
         )
     else:
         result = compare_stored(
-            existing_store(ctx),
+            existing_store(ctx, lock_timeout),
             a,
             b,
             ignore=ignore,

@@ -2,30 +2,38 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
 from recstore.cli import cli
-from recstore.cli.existing_store import existing_store
+from recstore.cli.existing_store import READ_WAIT, existing_store, lock_timeout_option
 from recstore.errors import InputError
 from recstore.query import (
     FORMATS,
     CompiledQuery,
+    QueryLimitError,
+    QueryLimits,
+    ResultStream,
+    cap_rows,
     compile_query,
     default_catalog,
-    execute,
     list_saved,
     load_saved,
-    open_reader,
+    run_query,
     write_result,
 )
 from recstore.query.dialects import DIALECTS
-from recstore.query.output import ResultStream
 from recstore.query.views import Catalog, catalog_from_connection, schema_json, schema_text
+
+# CLI defaults (the library sets no limits unless asked): a query holds the store's read lock
+# while it runs, and a runaway one (a recursive CTE, a cross join) would otherwise never end.
+QUERY_TIMEOUT = 120.0
+QUERY_MAX_ROWS = 1_000_000
+# After a timeout or Ctrl-C, seconds a statement may ignore the interrupt before the process
+# exits (one huge scalar call such as repeat() checks only when it returns).
+_EXIT_AFTER = 3.0
 
 
 def _params(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -38,11 +46,24 @@ def _params(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> CompiledQuery:
+def _resolve_saved(text: str, params: dict[str, str]) -> tuple[str, dict, str | None]:
+    """``(query text, parameters, language)`` of ``text``, reading ``@name`` saved queries."""
     if text.startswith("@"):
         saved = load_saved(text)
-        return compile_query(saved.text, catalog, saved.bind(params), language=saved.language)
-    return compile_query(text, catalog, params)
+        return saved.text, saved.bind(params), saved.language
+    return text, params, None
+
+
+def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> CompiledQuery:
+    text, bound, language = _resolve_saved(text, params)
+    return compile_query(text, catalog, bound, language=language)
+
+
+def _check_complete(result: ResultStream, max_rows: int | None, output: str | None) -> None:
+    if result.truncated:
+        where = output or "the output"
+        raise QueryLimitError(f"stopped at --max-rows {max_rows}: {where} holds the first "
+                              f"{max_rows} rows; raise --max-rows (0 for no limit)")
 
 
 @cli.command("query")
@@ -59,10 +80,16 @@ def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> Comp
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to FILE.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=QUERY_TIMEOUT, show_default=True,
+              metavar="SECONDS", help="Stop a query that runs longer, with an error (0: no "
+              "limit; the store engine only). Ctrl-C stops a query too.")
+@click.option("--max-rows", type=click.IntRange(min=0), default=QUERY_MAX_ROWS, show_default=True, metavar="N",
+              help="Stop after this many rows, with an error (0: no limit).")
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
 def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: bool,
               dialect: str | None, engine: str, parquet: str | None, fmt: str, as_json: bool,
-              output: str | None) -> None:
+              output: str | None, timeout: float, max_rows: int, lock_timeout: float) -> None:
     """Run read-only SQL or a filter-DSL query (or @saved-name) over the store's views.
 
     \b
@@ -80,24 +107,24 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
         compiled = _compile(text, values, None)
         click.echo(compiled.to(dialect or "duckdb", pretty=True))
         return
+    limits = QueryLimits(timeout or None, max_rows or None, interruptible=True,
+                         exit_after=_EXIT_AFTER)
     if engine == "spark":
         if not parquet:
             raise InputError("spark needs --parquet DIR (written by `recstore export DIR`)",
                              source="--engine")
         from recstore.query.spark import run_on_spark
 
-        write_result(run_on_spark(_compile(text, values, default_catalog()), parquet), fmt,
-                     output)
-        return
-    with _store_result(ctx, text, values) as result:
+        result = cap_rows(run_on_spark(_compile(text, values, default_catalog()), parquet),
+                          limits.max_rows)
         write_result(result, fmt, output)
-
-
-@contextlib.contextmanager
-def _store_result(ctx: click.Context, text: str, values: dict[str, str]
-                  ) -> Iterator[ResultStream]:
-    with open_reader(existing_store(ctx)) as con:
-        yield execute(con, _compile(text, values, catalog_from_connection(con)))
+        _check_complete(result, limits.max_rows, output)
+        return
+    text, bound, language = _resolve_saved(text, values)
+    with run_query(existing_store(ctx, lock_timeout), text, bound, language=language,
+                   limits=limits) as result:
+        write_result(result, fmt, output)
+    _check_complete(result, limits.max_rows, output)
 
 
 @cli.command("queries")
@@ -121,11 +148,12 @@ def queries_cmd(as_json: bool) -> None:
 
 @cli.command("schema")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def schema_cmd(ctx: click.Context, as_json: bool) -> None:
+def schema_cmd(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
     """Print the queryable views with column types and descriptions."""
     if Path(ctx.obj["db"]).exists():
-        with existing_store(ctx).reader() as con:
+        with existing_store(ctx, lock_timeout).reader() as con:
             catalog = catalog_from_connection(con)
     else:
         catalog = default_catalog()
@@ -140,8 +168,10 @@ def schema_cmd(ctx: click.Context, as_json: bool) -> None:
 @click.option("--overwrite", is_flag=True,
               help="Replace an earlier recstore export in DIRECTORY (only its view folders).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def export_cmd(ctx: click.Context, directory: str, overwrite: bool, as_json: bool) -> None:
+def export_cmd(ctx: click.Context, directory: str, overwrite: bool, as_json: bool,
+               lock_timeout: float) -> None:
     """Write every view as zstd Parquet under DIRECTORY, hive-partitioned by run start day.
 
     DIRECTORY must be new or empty, or hold an earlier export (recstore-export.json) to replace
@@ -153,7 +183,7 @@ def export_cmd(ctx: click.Context, directory: str, overwrite: bool, as_json: boo
     """
     from recstore.query.export import export_views
 
-    summary = export_views(existing_store(ctx), directory, overwrite=overwrite)
+    summary = export_views(existing_store(ctx, lock_timeout), directory, overwrite=overwrite)
     if as_json:
         click.echo(json.dumps({"directory": str(summary.directory), "rows": summary.rows,
                                "partitioned": summary.partitioned}, indent=2))

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from recstore.cli import cli
-from recstore.cli.existing_store import existing_store
+from recstore.cli.existing_store import READ_WAIT, WRITE_WAIT, existing_store, lock_timeout_option
 from recstore.errors import InputError
 
 _EXAMPLE = """
@@ -93,10 +93,11 @@ class _Progress:
 @click.option("--reference", "references", multiple=True, type=click.Path(dir_okay=False),
               help="--match agentuse: a read-only file served from its current content (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print reports as JSON.")
+@lock_timeout_option(WRITE_WAIT)
 @click.pass_context
 def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_kind, script, base_url,
                model, api_key_env, timeout, max_retries, select_dsl, workers, no_store, matching, command,
-               command_timeout, project_root, references, as_json):
+               command_timeout, project_root, references, as_json, lock_timeout):
     """Replay stored runs against a candidate with recorded tool outputs.
 
     Exit status 0 when every replay completed (finished like its source and equal to it on
@@ -116,7 +117,7 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
         load_harness(harness_path)  # fail early, once, with the file's error
     provider = _provider_spec(provider_kind, script, base_url, model, api_key_env, timeout, max_retries)
     job = ReplayJob(str(Path(harness_path).resolve()) if harness_path else None, mode, input_mode, provider)
-    store = existing_store(ctx)
+    store = existing_store(ctx, lock_timeout)
     if select_dsl is not None:
         from recstore.query import select_run_keys
 
@@ -162,10 +163,11 @@ def _print(results, as_json: bool, single: bool) -> None:
 @cli.command("lineage")
 @click.argument("run")
 @click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON.")
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def lineage_cmd(ctx, run, as_json):
+def lineage_cmd(ctx, run, as_json, lock_timeout):
     """Print the tree of runs derived from RUN (replays, replays of replays, continuations)."""
     from recstore.replay.lineage import lineage_tree, render_tree
 
-    tree = lineage_tree(existing_store(ctx), run)
+    tree = lineage_tree(existing_store(ctx, lock_timeout), run)
     click.echo(json.dumps(tree, ensure_ascii=False, indent=2) if as_json else render_tree(tree))

@@ -7,26 +7,19 @@ from __future__ import annotations
 import click
 
 from recstore.cli import cli
+from recstore.cli.existing_store import READ_WAIT, WRITE_WAIT, lock_timeout_option
 from recstore.errors import InputError
 from recstore.records import analyze
 from recstore.records.render import dumps_json, render_analysis
 from recstore.store import Store
 from recstore.store.ingest import DEFAULT_BATCH_SIZE
 
-_LOCK_TIMEOUT = click.option(
-    "--lock-timeout",
-    type=click.FloatRange(min=0),
-    default=30.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="How long to wait for another writer to finish.",
-)
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 # At most this many reject reasons are echoed; `recstore rejects` lists them all.
 _SHOWN_REJECTS = 20
 
 
-def _store(ctx: click.Context, lock_timeout: float = 30.0) -> Store:
+def _store(ctx: click.Context, lock_timeout: float) -> Store:
     return Store(ctx.obj["db"], lock_timeout=lock_timeout)
 
 
@@ -61,7 +54,7 @@ def _parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
     help="Records per transaction (a killed ingest keeps whole batches only).",
 )
 @_JSON
-@_LOCK_TIMEOUT
+@lock_timeout_option(WRITE_WAIT)
 @click.pass_context
 def ingest(
     ctx: click.Context,
@@ -103,13 +96,14 @@ def ingest(
 
 @cli.command("rejects")
 @_JSON
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def rejects(ctx: click.Context, as_json: bool) -> None:
+def rejects(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
     """List input the store could not accept: source, line, reason.
 
     Example: recstore rejects --json
     """
-    rows = _store(ctx).rejects()
+    rows = _store(ctx, lock_timeout).rejects()
     if as_json:
         for row in rows:
             row["rejected_at"] = row["rejected_at"].isoformat()
@@ -127,27 +121,30 @@ def rejects(ctx: click.Context, as_json: bool) -> None:
 @click.argument("run")
 @click.option("--revision", type=click.IntRange(min=1), help="An older revision of the run.")
 @_JSON
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def show(ctx: click.Context, run: str, revision: int | None, as_json: bool) -> None:
+def show(ctx: click.Context, run: str, revision: int | None, as_json: bool,
+         lock_timeout: float) -> None:
     """Show one stored run (run key, runId, or a unique prefix): the same summary as
     `inspect`, or with --json the stored record exactly as ingested (original key order).
 
     Example: recstore show 81e3aee0 --json
     """
-    record = _store(ctx).get_record(run, revision=revision)
+    record = _store(ctx, lock_timeout).get_record(run, revision=revision)
     click.echo(dumps_json(record) if as_json else render_analysis(analyze(record)))
 
 
 @cli.command("runs")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @_JSON
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def runs(ctx: click.Context, limit: int, as_json: bool) -> None:
+def runs(ctx: click.Context, limit: int, as_json: bool, lock_timeout: float) -> None:
     """List the most recently stored runs.
 
     Example: recstore runs --limit 5
     """
-    rows = _store(ctx).runs(limit)
+    rows = _store(ctx, lock_timeout).runs(limit)
     if as_json:
         click.echo(dumps_json(rows))
         return
@@ -161,14 +158,15 @@ def runs(ctx: click.Context, limit: int, as_json: bool) -> None:
 
 @cli.command("verify")
 @_JSON
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def verify(ctx: click.Context, as_json: bool) -> None:
+def verify(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
     """Check every event hash chain, that no batch is partial, and that rebuilding the
     projections from the log reproduces them. Exit status 1 on any problem.
 
     Example: recstore verify
     """
-    report = _store(ctx).verify()
+    report = _store(ctx, lock_timeout).verify()
     if as_json:
         click.echo(dumps_json(report.to_dict()))
     else:
@@ -183,7 +181,7 @@ def verify(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.command("rebuild")
-@_LOCK_TIMEOUT
+@lock_timeout_option(WRITE_WAIT)
 @click.pass_context
 def rebuild(ctx: click.Context, lock_timeout: float) -> None:
     """Recompute every projection table from the event log alone.

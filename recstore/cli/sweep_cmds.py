@@ -9,7 +9,12 @@ from pathlib import Path
 import click
 
 from recstore.cli import cli
-from recstore.cli.existing_store import existing_store
+from recstore.cli.existing_store import (
+    READ_WAIT,
+    SWEEP_WAIT,
+    existing_store,
+    lock_timeout_option,
+)
 from recstore.errors import InputError
 
 
@@ -36,6 +41,11 @@ class _Progress:
             self.bar.__exit__(None, None, None)
 
 
+def _waiting_store(ctx: click.Context, lock_timeout: float):
+    """The store for a sweep run: each wait for another process is announced on stderr."""
+    return existing_store(ctx, lock_timeout, on_lock_wait=lambda line: click.echo(line, err=True))
+
+
 @cli.group()
 def sweep() -> None:
     """Scheduled replay sweeps: select runs, replay them against a candidate, compare, gate.
@@ -55,10 +65,14 @@ def sweep() -> None:
 @click.option("--rerun", is_flag=True, help="Start a fresh run even if an unfinished one exists.")
 @click.option("--workers", type=click.IntRange(1, 64), help="Override the spec's worker count.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
+@lock_timeout_option(SWEEP_WAIT)
 @click.pass_context
 def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | None,
-              as_json: bool) -> None:
+              as_json: bool, lock_timeout: float) -> None:
     """Run the sweep in SPEC, or continue its unfinished run; exit 1 when any case fails.
+
+    While another process (an ingest) has the store open, the run waits for it, saying so on
+    stderr, rather than stop halfway.
 
     \b
     Example:
@@ -72,8 +86,8 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
         spec = spec.model_copy(update={"workers": workers})
     progress = _Progress(f"sweep {spec.name}")
     try:
-        result = run_sweep(existing_store(ctx), spec, rerun=rerun, progress=progress,
-                           spec_path=Path(spec_path).resolve())
+        result = run_sweep(_waiting_store(ctx, lock_timeout), spec, rerun=rerun,
+                           progress=progress, spec_path=Path(spec_path).resolve())
     finally:
         progress.close()
     if as_json:
@@ -88,8 +102,10 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
 @click.argument("spec_paths", metavar="SPEC...", nargs=-1, required=True,
                 type=click.Path(dir_okay=False))
 @click.option("--max-runs", type=click.IntRange(1), help="Stop after this many sweep runs.")
+@lock_timeout_option(SWEEP_WAIT)
 @click.pass_context
-def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: int | None) -> None:
+def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: int | None,
+                   lock_timeout: float) -> None:
     """Fire each SPEC at its cron times, in the foreground (for systemd or a container).
 
     Slots missed while the scheduler was down, or while a sweep was still running, are reported
@@ -104,7 +120,7 @@ def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: in
     from recstore.sweep.spec import load_spec
 
     sweeps = [ScheduledSweep(load_spec(p), Path(p).resolve()) for p in spec_paths]
-    store = existing_store(ctx)
+    store = _waiting_store(ctx, lock_timeout)
     scheduler = store_scheduler(store, sweeps, on_event=lambda event: click.echo(
         event.line(), err=event.kind == "error"))
     with scheduler_lock(store.path):
@@ -136,8 +152,10 @@ def sweep_cron(ctx: click.Context, spec_path: str, log_path: str | None) -> None
 @sweep.command("status")
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool) -> None:
+def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool,
+                     lock_timeout: float) -> None:
     """List runs of sweep NAME (or the latest run of every sweep) with pass/warn/fail counts
     and the trend against the previous run.
 
@@ -147,7 +165,7 @@ def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool) -> Non
     """
     from recstore.sweep.report import status_text, sweep_status
 
-    rows = sweep_status(existing_store(ctx), name)
+    rows = sweep_status(existing_store(ctx, lock_timeout), name)
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
     elif not rows:
@@ -161,8 +179,10 @@ def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool) -> Non
 @click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False), default=".",
               show_default=True, help="Folder for sweep-<run>.json and sweep-<run>.html.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report JSON to stdout instead.")
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bool) -> None:
+def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bool,
+                     lock_timeout: float) -> None:
     """Write the JSON and self-contained HTML report of sweep run RUN (a run number, or a sweep
     name for its latest run).
 
@@ -173,7 +193,7 @@ def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bo
     from recstore.sweep.report import sweep_report, write_report
     from recstore.sweep.runner import resolve_run_id
 
-    store = existing_store(ctx)
+    store = existing_store(ctx, lock_timeout)
     run_id = resolve_run_id(store, run_ref)
     if as_json:
         click.echo(json.dumps(sweep_report(store, run_id), indent=2, default=str, ensure_ascii=False))

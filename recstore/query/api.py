@@ -25,6 +25,7 @@ from recstore.query.guard import (
     refuse_deep_nesting,
     view_references,
 )
+from recstore.query.limits import LimitWatch, QueryLimits
 from recstore.query.output import BATCH_ROWS, ResultStream
 from recstore.query.views import Catalog, catalog_from_connection, default_catalog
 
@@ -123,25 +124,42 @@ def open_reader(store: Store) -> contextlib.AbstractContextManager[duckdb.DuckDB
 
 
 def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
-            batch_rows: int = BATCH_ROWS) -> ResultStream:
+            batch_rows: int = BATCH_ROWS, limits: QueryLimits | None = None) -> ResultStream:
     """Run ``query`` on ``con``; rows stream as Arrow batches of ``batch_rows``.
 
     The query runs on a cursor of ``con`` (same database, same locked settings) so that an
-    unfinished result of an earlier ``con.execute`` cannot block it."""
+    unfinished result of an earlier ``con.execute`` cannot block it. ``limits`` (none by
+    default) stop it after a time, cut its rows (``result.truncated``) or let Ctrl-C stop it;
+    they hold until the rows are read to the end or the result is closed.
+
+    Raises:
+        InputError: DuckDB refused the query; QueryLimitError: it ran past ``limits.timeout``
+            (also while its rows are read).
+    """
+    cursor = con.cursor()
+    watch = LimitWatch(cursor, limits or QueryLimits())
     try:
-        relation = con.cursor().sql(query.sql)
+        relation = cursor.sql(query.sql)
         reader = relation.to_arrow_reader(batch_rows)
     except duckdb.Error as exc:
-        raise InputError(str(exc).splitlines()[0], source="query") from None
-    return ResultStream(list(relation.columns), [str(t) for t in relation.types], iter(reader),
-                        reader.schema)
+        watch.stop()
+        raise watch.error(exc) from None
+    except BaseException:
+        watch.stop()
+        raise
+    result = ResultStream(list(relation.columns), [str(t) for t in relation.types], iter(()),
+                          reader.schema)
+    result.batches = watch.batches(reader, result)
+    return result
 
 
 @contextlib.contextmanager
 def run_query(store: Store, text: str, params: Mapping[str, Any] | None = None,
-              now: datetime | None = None, batch_rows: int = BATCH_ROWS
+              now: datetime | None = None, batch_rows: int = BATCH_ROWS, *,
+              language: str | None = None, limits: QueryLimits | None = None
               ) -> Iterator[ResultStream]:
-    """Compile and run ``text`` on ``store``; the result streams while the context is open.
+    """Compile and run ``text`` (``language`` as in :func:`compile_query`) on ``store``; the
+    result streams while the context is open. ``limits``: see :func:`execute`.
 
     Example (library use)::
 
@@ -150,8 +168,12 @@ def run_query(store: Store, text: str, params: Mapping[str, Any] | None = None,
                 print(row)
     """
     with open_reader(store) as con:
-        query = compile_query(text, catalog_from_connection(con), params, now)
-        yield execute(con, query, batch_rows)
+        query = compile_query(text, catalog_from_connection(con), params, now, language)
+        result = execute(con, query, batch_rows, limits)
+        try:
+            yield result
+        finally:
+            result.close()
 
 
 def select_run_keys(store: Store, dsl_filter: str, params: Mapping[str, Any] | None = None,

@@ -41,6 +41,13 @@ class ResultStream:
     types: list[str]
     batches: Iterator[pa.RecordBatch]
     schema: pa.Schema | None = None
+    truncated: bool = False  # rows were cut at a row cap (recstore.query.limits)
+
+    def close(self) -> None:
+        """Stop reading: end the statement's limits watch, if any (rows left are dropped)."""
+        close = getattr(self.batches, "close", None)
+        if close is not None:
+            close()
 
     def rows(self) -> Iterator[tuple]:
         """Rows as tuples of Python values, one batch in memory at a time."""
