@@ -101,10 +101,6 @@ class PreparedCandidate:
                                 mode=spec.replay.mode, input_mode=spec.replay.input_mode,
                                 matching=spec.replay.matching, timeout=spec.candidate.timeout)
         outcome = replay_external(source, spec.candidate.command or [], request)
-        if outcome.record.get("runId") == source.get("runId"):
-            # Stored, it would become a new revision of the source run itself.
-            return CaseReplay(None, outcome.report, "the external replayer returned the source's "
-                              "runId; a replay needs a runId of its own", outcome.provider)
         return CaseReplay(outcome.record, outcome.report, _stop_reason(outcome.report),
                           outcome.provider)
 
