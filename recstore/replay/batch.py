@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from recstore.errors import RecstoreError
+from recstore.process import exit_with_parent
 from recstore.replay.harness import Harness, ProviderSpec, harness_from_source, load_harness
 from recstore.replay.lineage import SourceRun, load_sources, store_replays
 from recstore.replay.replay import ReplayReport, error_outcome, provider_for, replay_run
@@ -88,7 +90,8 @@ def _pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
         yield None
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method),
+                             initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
         yield pool
 
 
