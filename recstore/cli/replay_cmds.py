@@ -92,16 +92,21 @@ class _Progress:
               help="--match agentuse: the replay's project root for relative read paths (default: the source's).")
 @click.option("--reference", "references", multiple=True, type=click.Path(dir_okay=False),
               help="--match agentuse: a read-only file served from its current content (repeatable).")
+@click.option("--allow-outside", is_flag=True,
+              help="Let the harness read files outside its own folder (instructions_file, script).")
 @click.option("--json", "as_json", is_flag=True, help="Print reports as JSON.")
 @lock_timeout_option(WRITE_WAIT)
 @click.pass_context
 def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_kind, script, base_url,
                model, api_key_env, timeout, max_retries, select_dsl, workers, no_store, matching, command,
-               command_timeout, project_root, references, as_json, lock_timeout):
+               command_timeout, project_root, references, allow_outside, as_json, lock_timeout):
     """Replay stored runs against a candidate with recorded tool outputs.
 
     Exit status 0 when every replay completed (finished like its source and equal to it on
     response and tool calls), 1 otherwise.
+
+    A harness file is trusted like code (it may name Python functions to run and an endpoint that
+    receives its API key variable); it may read only files beside it unless --allow-outside.
     """
     from recstore.replay.batch import ReplayJob, replay_stored
 
@@ -114,9 +119,10 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
     if harness_path:
         from recstore.replay.harness import load_harness
 
-        load_harness(harness_path)  # fail early, once, with the file's error
+        load_harness(harness_path, allow_outside=allow_outside)  # fail early, once, with the file's error
     provider = _provider_spec(provider_kind, script, base_url, model, api_key_env, timeout, max_retries)
-    job = ReplayJob(str(Path(harness_path).resolve()) if harness_path else None, mode, input_mode, provider)
+    job = ReplayJob(str(Path(harness_path).resolve()) if harness_path else None, mode, input_mode, provider,
+                    allow_outside)
     store = existing_store(ctx, lock_timeout)
     if select_dsl is not None:
         from recstore.query import select_run_keys

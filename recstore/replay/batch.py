@@ -37,9 +37,11 @@ class ReplayJob:
     mode: str = "strict"
     input_mode: str = "recorded"
     provider: ProviderSpec | None = None  # overrides the harness's provider settings
+    allow_outside: bool = False  # the harness may read files outside its folder
 
     def candidate_for(self, source: dict) -> Harness:
-        harness = _cached_harness(self.harness_path) if self.harness_path else harness_from_source(source)
+        harness = (_cached_harness(self.harness_path, self.allow_outside) if self.harness_path
+                   else harness_from_source(source))
         if self.provider is not None:
             # The descriptor hash stays the file's: aioc's hash covers the descriptor, not models.
             harness = harness.model_copy(update={"provider": self.provider})
@@ -47,8 +49,8 @@ class ReplayJob:
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_harness(path: str) -> Harness:
-    return load_harness(path)
+def _cached_harness(path: str, allow_outside: bool) -> Harness:
+    return load_harness(path, allow_outside=allow_outside)
 
 
 @dataclass(frozen=True)

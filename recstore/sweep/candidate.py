@@ -46,7 +46,8 @@ class PreparedCandidate:
         if spec.candidate.harness:
             from recstore.replay.harness import load_harness
 
-            self.harness = load_harness(spec.candidate.harness)
+            self.harness = load_harness(spec.candidate.harness,
+                                        allow_outside=spec.candidate.allow_outside)
         if spec.replay.matching != "aioc" and not spec.candidate.command:
             raise InputError("matching = 'agentuse' needs an external replayer (candidate.command); "
                              "harness replays use aioc's rules", path="replay.matching")
