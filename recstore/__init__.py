@@ -13,12 +13,35 @@ Example:
     True
 """
 
-from recstore.canonical import canonical_json, loads_strict, sha256_canonical, sha256_text
-from recstore.errors import InputError, NotFoundError, RecstoreError, StoreLockedError
-from recstore.records import analyze, compare_records, extract_tool_calls
-from recstore.store import Store
+from __future__ import annotations
 
-__all__ = [
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Where each public name lives. They load on first use: `import recstore` (which the CLI's
+# `--help` and `--version` pay for) must not import duckdb, pyarrow, sqlglot or pydantic.
+_EXPORTS = {
+    "InputError": "recstore.errors",
+    "NotFoundError": "recstore.errors",
+    "RecstoreError": "recstore.errors",
+    "Store": "recstore.store",
+    "StoreLockedError": "recstore.errors",
+    "analyze": "recstore.records",
+    "canonical_json": "recstore.canonical",
+    "compare_records": "recstore.records",
+    "extract_tool_calls": "recstore.records",
+    "loads_strict": "recstore.canonical",
+    "sha256_canonical": "recstore.canonical",
+    "sha256_text": "recstore.canonical",
+}
+
+if TYPE_CHECKING:
+    from recstore.canonical import canonical_json, loads_strict, sha256_canonical, sha256_text
+    from recstore.errors import InputError, NotFoundError, RecstoreError, StoreLockedError
+    from recstore.records import analyze, compare_records, extract_tool_calls
+    from recstore.store import Store
+
+__all__ = [  # noqa: F822 - the names resolve through __getattr__
     "InputError",
     "NotFoundError",
     "RecstoreError",
@@ -33,3 +56,16 @@ __all__ = [
     "sha256_text",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module the first time the name is used."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'recstore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

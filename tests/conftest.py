@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,30 @@ def fixture_store(tmp_path_factory: pytest.TempPathFactory):
     from .query_support import build_store  # query_support imports this module's constants
 
     return build_store(tmp_path_factory.mktemp("query-store") / "runs.duckdb")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one local Spark session of the whole test run (a JVM start costs 10-30 s), stopped when
+    the run ends. ``recstore.query.spark.spark_session`` hands the same session to the library's
+    Spark path, so in-process tests and the CLI run in-process share it. Skips without pyspark
+    or Java."""
+    from recstore.query.spark import spark_missing_reason, spark_session
+
+    reason = spark_missing_reason()
+    if reason is not None:
+        pytest.skip(f"Spark tests need pyspark and Java 17+: {reason}")
+    with pytest.MonkeyPatch.context() as patch:
+        # The JVM's quick (C1) compiler only: the tests run many small queries in a short-lived
+        # JVM, where the optimizing compiler's threads cost more than they win back (the Spark
+        # tests take half as long on 2 cores). Results do not depend on it.
+        if "PYSPARK_SUBMIT_ARGS" not in os.environ:  # a developer's own settings win
+            patch.setenv("PYSPARK_SUBMIT_ARGS",
+                         "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
+        session = spark_session()
+    yield session
+    session.stop()
+    spark_session.cache_clear()
 
 
 def reverse_key_order(value):

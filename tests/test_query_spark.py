@@ -18,7 +18,7 @@ import pytest
 
 from recstore.query import compile_query, list_saved, run_query
 from recstore.query.export import export_views
-from recstore.query.spark import INSTALL_HINT, run_on_spark, spark_missing_reason
+from recstore.query.spark import INSTALL_HINT, run_on_spark, spark_session
 from recstore.store import Store
 
 from .conftest import REPO_ROOT
@@ -115,11 +115,9 @@ def _conformance_cases() -> list[tuple[str, str, dict]]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(spark_missing_reason() is not None,
-                    reason=f"Spark conformance needs pyspark and Java 17+: {spark_missing_reason()}")
 @pytest.mark.parametrize(("label", "text", "options"), _conformance_cases(),
                          ids=[c[0][:40] for c in _conformance_cases()])
-def test_duckdb_and_spark_agree(fixture_store, exported, label, text, options):
+def test_duckdb_and_spark_agree(fixture_store, exported, spark, label, text, options):
     now = datetime.fromisoformat(DOCS_NOW_TEXT)
     query = compile_query(text, params=options["params"], now=now, language=options["language"])
     with run_query(fixture_store, query.sql, now=now) as result:
@@ -131,15 +129,26 @@ def test_duckdb_and_spark_agree(fixture_store, exported, label, text, options):
     assert spark_rows == duck_rows
 
 
+def test_the_library_uses_the_test_runs_one_spark_session(spark):
+    assert spark_session() is spark
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(spark_missing_reason() is not None,
-                    reason=f"Spark CLI path needs pyspark and Java 17+: {spark_missing_reason()}")
-def test_cli_engine_spark_matches_the_store(fixture_store, exported):
+def test_cli_engine_spark_matches_the_store(fixture_store, exported, spark):
+    """``recstore query --engine spark`` gives the rows the store gives. The Spark side runs the
+    real command in-process (click's runner) so it uses the test run's one Spark session instead
+    of starting a second JVM; test_missing_pyspark_gives_install_hint covers the same command in
+    a subprocess."""
+    from click.testing import CliRunner
+
+    from recstore.cli import cli
+
     from .query_support import run_cli
 
     on_store = run_cli("query", "@guardrail-trips", "--format", "json", db=fixture_store.path)
-    on_spark = run_cli("query", "@guardrail-trips", "--engine", "spark", "--parquet",
-                       str(exported), "--format", "json", db=fixture_store.path)
-    assert on_store.returncode == 0 and on_spark.returncode == 0, on_spark.stderr
+    on_spark = CliRunner().invoke(cli, ["--db", str(fixture_store.path), "query",
+                                        "@guardrail-trips", "--engine", "spark", "--parquet",
+                                        str(exported), "--format", "json"])
+    assert on_store.returncode == 0 and on_spark.exit_code == 0, on_spark.output
     store_rows, spark_rows = json.loads(on_store.stdout), json.loads(on_spark.stdout)
     assert store_rows and sorted(map(repr, spark_rows)) == sorted(map(repr, store_rows))

@@ -1,8 +1,10 @@
 """The ``recstore`` command line: a thin skin over the library.
 
-Each command group lives in its own module and registers itself on :data:`cli` when imported;
-this module only builds the root group and turns :class:`~recstore.errors.RecstoreError` into one
-line on stderr with the error's exit status (tracebacks only with ``--debug``).
+Each command group lives in its own module and registers itself on :data:`cli` when imported.
+This module only builds the root group, which imports a command's module the first time that
+command runs (:data:`COMMANDS` says where each lives), and turns
+:class:`~recstore.errors.RecstoreError` into one line on stderr with the error's exit status
+(tracebacks only with ``--debug``).
 """
 
 from __future__ import annotations
@@ -11,10 +13,77 @@ import sys
 
 import click
 
+from recstore import __version__
 from recstore.errors import RecstoreError
+
+# Every command: the module whose import registers it on `cli`, and its one-line help (the first
+# sentence of its docstring; tests/test_cli_startup.py checks they agree). Importing the command
+# modules pulls in duckdb, pyarrow, sqlglot and pydantic (~1 s), so `recstore --help` and
+# `--version` list commands from this table and import a module only when its command runs.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "agentuse": ("recstore.cli.agentuse_cmds", "agentuse session trees (see docs/agentuse.md)."),
+    "compare": ("recstore.cli.compare_cmds",
+                "Compare runs exactly as aioc's compareRunRecords does, one pair or thousands."),
+    "demo": ("recstore.cli.demo_cmd",
+             "Generate a corpus, then inspect, ingest, query, compare, replay and sweep it."),
+    "export": ("recstore.cli.query_cmds", "Write every view as zstd Parquet under DIRECTORY, "
+               "hive-partitioned by run start day."),
+    "ingest": ("recstore.cli.store_cmds", "Append run records to the store: .json, "
+               ".jsonl/.ndjson (optionally .gz), directories (recursive), globs, or - for NDJSON "
+               "on stdin."),
+    "inspect": ("recstore.cli.record_cmds", "Summarize one aioc RunRecord FILE: visits, requests "
+                "and their item intervals, tool calls with envelope status, handoffs, decisions "
+                "and findings."),
+    "lineage": ("recstore.cli.replay_cmds", "Print the tree of runs derived from RUN (replays, "
+                "replays of replays, continuations)."),
+    "queries": ("recstore.cli.query_cmds",
+                "List the saved queries (run one with `recstore query @NAME`)."),
+    "query": ("recstore.cli.query_cmds", "Run read-only SQL or a filter-DSL query (or "
+              "@saved-name) over the store's views."),
+    "rebuild": ("recstore.cli.store_cmds",
+                "Recompute every projection table from the event log alone."),
+    "rejects": ("recstore.cli.store_cmds",
+                "List input the store could not accept: source, line, reason."),
+    "replay": ("recstore.cli.replay_cmds",
+               "Replay stored runs against a candidate with recorded tool outputs."),
+    "runs": ("recstore.cli.store_cmds", "List the most recently stored runs."),
+    "schema": ("recstore.cli.query_cmds",
+               "Print the queryable views with column types and descriptions."),
+    "show": ("recstore.cli.store_cmds", "Show one stored run (run key, runId, or a unique "
+             "prefix): the same summary as `inspect`, or with --json the stored record exactly "
+             "as ingested (original key order)."),
+    "sweep": ("recstore.cli.sweep_cmds", "Scheduled replay sweeps: select runs, replay them "
+              "against a candidate, compare, gate."),
+    "verify": ("recstore.cli.store_cmds", "Check every event hash chain, that no batch is "
+               "partial, and that rebuilding the projections from the log reproduces them."),
+}
 
 
 class _Root(click.Group):
+    """The root group: commands load on first use; a RecstoreError becomes one line."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:  # noqa: D102 - click hook
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:  # noqa: D102
+        if name not in self.commands and name in COMMANDS:
+            # Importing the module registers the command on `cli`. __import__ rather than
+            # importlib.import_module: only the former shows up in `python -X importtime`.
+            __import__(COMMANDS[name][0])
+        return self.commands.get(name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List every command with its one-line help without importing the command modules."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))
+        rows = [(name, self._short_help(name, limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def _short_help(self, name: str, limit: int) -> str:
+        command = self.commands.get(name) or click.Command(name, help=COMMANDS[name][1])
+        return command.get_short_help_str(limit)
+
     def invoke(self, ctx: click.Context):  # noqa: D102 - click hook
         try:
             return super().invoke(ctx)
@@ -40,26 +109,14 @@ class _Root(click.Group):
     help="Store file (env RECSTORE_DB).",
 )
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
-@click.version_option(package_name="recstore")
+# The version from the package, not importlib.metadata: reading installed metadata costs ~50 ms.
+@click.version_option(__version__, prog_name="recstore")
 @click.pass_context
 def cli(ctx: click.Context, db: str, debug: bool) -> None:
     """recstore: an event-sourced store for AI-agent run records."""
     ctx.ensure_object(dict)
     ctx.obj["db"] = db
     ctx.obj["debug"] = debug
-
-
-# Importing a command module registers its commands on `cli`.
-from recstore.cli import (  # noqa: E402,F401
-    agentuse_cmds,
-    compare_cmds,
-    demo_cmd,
-    query_cmds,
-    record_cmds,
-    replay_cmds,
-    store_cmds,
-    sweep_cmds,
-)
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -26,6 +27,9 @@ from recstore.query import (
 )
 from recstore.query.dialects import DIALECTS
 from recstore.query.views import Catalog, catalog_from_connection, schema_json, schema_text
+
+if TYPE_CHECKING:
+    from recstore.store import Store
 
 # CLI defaults (the library sets no limits unless asked): a query holds the store's read lock
 # while it runs, and a runaway one (a recursive CTE, a cross join) would otherwise never end.
@@ -164,15 +168,22 @@ def schema_cmd(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
 
 
 @cli.command("export")
-@click.argument("directory", type=click.Path())
+@click.argument("target", required=False, metavar="DIRECTORY | FILTER")
 @click.option("--overwrite", is_flag=True,
               help="Replace an earlier recstore export in DIRECTORY (only its view folders).")
+@click.option("--otlp", "otlp_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write each run (or each run FILTER selects) as an OTLP/JSON trace file.")
+@click.option("--content", type=click.Choice(["none", "metadata", "full"]), default="metadata",
+              show_default=True,
+              help="With --otlp: metadata adds argument hashes and record metadata; full adds "
+              "tool arguments, results and messages.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
-def export_cmd(ctx: click.Context, directory: str, overwrite: bool, as_json: bool,
-               lock_timeout: float) -> None:
-    """Write every view as zstd Parquet under DIRECTORY, hive-partitioned by run start day.
+def export_cmd(ctx: click.Context, target: str | None, overwrite: bool, otlp_dir: str | None,
+               content: str, as_json: bool, lock_timeout: float) -> None:
+    """Write every view as zstd Parquet under DIRECTORY, hive-partitioned by run start day;
+    or, with --otlp DIR, runs as OpenTelemetry GenAI traces (OTLP/JSON, one file per run).
 
     DIRECTORY must be new or empty, or hold an earlier export (recstore-export.json) to replace
     with --overwrite; recstore never deletes a folder it did not write. Files are owner-only.
@@ -180,10 +191,17 @@ def export_cmd(ctx: click.Context, directory: str, overwrite: bool, as_json: boo
     \b
     Example:
       recstore export export/ && recstore query @slowest-runs --engine spark --parquet export/
+      recstore export --otlp traces/ "status = 'failed'" --content full
     """
+    if otlp_dir is not None:
+        _export_otlp(existing_store(ctx, lock_timeout), otlp_dir, target, content, as_json)
+        return
+    if target is None:
+        raise InputError("give the DIRECTORY to write Parquet to (or --otlp DIR)",
+                         source="recstore export")
     from recstore.query.export import export_views
 
-    summary = export_views(existing_store(ctx, lock_timeout), directory, overwrite=overwrite)
+    summary = export_views(existing_store(ctx, lock_timeout), target, overwrite=overwrite)
     if as_json:
         click.echo(json.dumps({"directory": str(summary.directory), "rows": summary.rows,
                                "partitioned": summary.partitioned}, indent=2))
@@ -192,3 +210,18 @@ def export_cmd(ctx: click.Context, directory: str, overwrite: bool, as_json: boo
         layout = "by day" if name in summary.partitioned else "single file"
         click.echo(f"{name:<22} {rows:>10} rows  {layout}")
     click.echo(f"exported {len(summary.rows)} views to {summary.directory}")
+
+
+def _export_otlp(store: Store, directory: str, dsl_filter: str | None, content: str,
+                  as_json: bool) -> None:
+    from recstore.query import select_run_keys
+    from recstore.store.otlp_io import export_otlp
+
+    keys = select_run_keys(store, dsl_filter) if dsl_filter else None
+    result = export_otlp(store, directory, keys, content=content)
+    if as_json:
+        click.echo(json.dumps({"directory": str(result.directory), "content": result.content,
+                               "files": {k: str(p) for k, p in result.files.items()}}, indent=2))
+        return
+    click.echo(f"exported {len(result.files)} runs as OTLP/JSON traces to {result.directory} "
+               f"(content: {result.content})")

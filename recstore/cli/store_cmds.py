@@ -41,10 +41,11 @@ def _parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["auto", "aioc", "agentuse"]),
+    type=click.Choice(["auto", "aioc", "agentuse", "otlp"]),
     default="auto",
     show_default=True,
-    help="Input format; auto treats directories holding agentuse sessions as agentuse trees.",
+    help="Input format; auto treats directories holding agentuse sessions as agentuse trees "
+    "and files starting with resourceSpans as OTLP/JSON traces.",
 )
 @click.option(
     "--batch-size",
@@ -69,10 +70,12 @@ def ingest(
     (recursive), globs, or - for NDJSON on stdin. Identical records append nothing; a changed
     record with a known runId becomes a new revision. agentuse session trees (a data root, project
     directory or session directory) are scanned; a re-scan appends only new or changed files.
+    OTLP/JSON trace files become one run per trace with GenAI spans (run key otlp:<traceId>).
     Exit status 1 if anything was rejected.
 
     Example: recstore ingest runs/ 'more/*.ndjson.gz' --tag env=prod
     Example: recstore ingest ~/.local/share/agentuse --format agentuse
+    Example: recstore ingest traces.jsonl --format otlp
     """
     summary = _store(ctx, lock_timeout).ingest(
         list(paths),

@@ -106,16 +106,17 @@ class PromptSnapshot(TypedDict):
 
 @with_config(_CONFIG)
 class RequestFingerprint(TypedDict):
-    """One per model request (§1.5); the hashes and counts are optional for hand-written records."""
+    """One per model request (§1.5). aioc always writes every field; agent, provider, model and
+    the hashes are optional for records rebuilt from traces, which record no more than that."""
 
     timestamp: str
     turn: Number
-    agentName: str
-    providerName: str
-    model: str
+    agentName: NotRequired[str | None]
+    providerName: NotRequired[str | None]
+    model: NotRequired[str | None]
     runtimeVersion: NotRequired[str | None]
     fingerprintSchemaVersion: NotRequired[str | None]
-    requestHash: str
+    requestHash: NotRequired[str | None]
     systemPromptHash: NotRequired[str | None]
     messagesHash: NotRequired[str | None]
     toolsHash: NotRequired[str | None]

@@ -43,7 +43,7 @@ PUBLIC_VIEWS: tuple[str, ...] = (
     "sweep_cases",
 )
 
-_RUN_CHILD = "run_key: the run this row belongs to ('aioc:<runId>' / 'agentuse:<sessionId>')"
+_RUN_CHILD = "run_key: the run this row belongs to ('aioc:<runId>' / 'agentuse:<sessionId>' / 'otlp:<runId>')"
 _SEQ = "seq of the event this row was projected from"
 
 VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
@@ -52,7 +52,7 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
         {
             "run_key": "store key of the run: 'aioc:<runId>' or 'agentuse:<sessionId>'",
             "run_id": "the record's own id (runId / session id); not necessarily unique",
-            "format": "input format: aioc | agentuse",
+            "format": "input format: aioc | agentuse | otlp",
             "revision": "revision number of this run's stream (1 = first version seen)",
             "record_hash": "sha256 of the canonical JSON of the whole record",
             "status": "run status as recorded (completed, failed, ...)",
@@ -324,7 +324,7 @@ VIEW_DOCS: dict[str, tuple[str, dict[str, str]]] = {
             "uri": "file path or URI",
             "sha256": "sha256 of the bytes read (NULL for in-process records)",
             "size_bytes": "size in bytes",
-            "format": "json | ndjson | records",
+            "format": "json | ndjson | records | otlp (an OpenTelemetry trace file)",
             "compression": "gzip | NULL",
             "status": "ok | partial | rejected",
             "record_count": "records read",

@@ -10,13 +10,10 @@ source run is only read, never written. The ``replays`` and ``replay_calls`` vie
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from recstore.errors import NotFoundError
-from recstore.formats.events import events_to_record
 from recstore.replay.replay import ReplayReport
 from recstore.store import Store
-from recstore.store.agentuse_ingest import stored_record
+from recstore.store.store import StoredRun
 
 __all__ = [
     "SourceRun",
@@ -31,15 +28,8 @@ __all__ = [
 RELATION = "replay_of"
 
 
-@dataclass(frozen=True)
-class SourceRun:
-    """A stored run a replay starts from, with the identity its lineage row records."""
-
-    run_key: str
-    revision: int
-    record_hash: str
-    source_uri: str | None
-    record: dict
+# A stored run a replay starts from, with the identity its lineage row records.
+SourceRun = StoredRun
 
 
 def load_source(store: Store, ref: str) -> SourceRun:
@@ -48,38 +38,8 @@ def load_source(store: Store, ref: str) -> SourceRun:
 
 
 def load_sources(store: Store, run_keys: list[str]) -> list[SourceRun]:
-    """The current revisions of stored runs, in the order given, read in one connection.
-
-    ``Store.get_record`` opens a connection per call (about 0.15 s each); batch replays read
-    thousands of sources, so they are reassembled here from one query over the event log.
-    """
-    with store.reader() as con:
-        identity = {
-            row[0]: row[1:]
-            for row in con.execute(
-                "SELECT run_key, revision, record_hash, source_uri FROM runs "
-                "WHERE list_contains(?, run_key)",
-                [run_keys],
-            ).fetchall()
-        }
-        missing = [key for key in run_keys if key not in identity]
-        if missing:
-            raise NotFoundError(f"no stored run {missing[0]}")
-        rows = con.execute(
-            "SELECT e.stream_key, e.type, e.payload FROM events e JOIN runs r "
-            "ON e.stream_key = r.run_key AND e.revision = r.revision "
-            "WHERE list_contains(?, r.run_key) ORDER BY e.seq",
-            [run_keys],
-        ).fetchall()
-        # agentuse streams hold file events; their record is the fold of every revision
-        folded = {key: stored_record(con, key) for key in run_keys if key.startswith("agentuse:")}
-    events: dict[str, list[tuple[str, str]]] = {}
-    for key, etype, payload in rows:
-        events.setdefault(key, []).append((etype, payload))
-    return [
-        SourceRun(key, *identity[key], folded[key] if key in folded else events_to_record(events[key]))
-        for key in run_keys
-    ]
+    """The current revisions of stored runs, in the order given (see ``Store.load_runs``)."""
+    return store.load_runs(run_keys)
 
 
 def lineage_row(source: SourceRun, record: dict, report: ReplayReport, provider: str) -> dict:

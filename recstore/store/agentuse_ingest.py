@@ -450,7 +450,7 @@ def split_paths(
     paths: Iterable[str], fmt: str | None = None
 ) -> tuple[list[AgentuseSource], list[str]]:
     """Ingest paths → (agentuse trees, everything else). ``fmt`` ``agentuse`` forces every path
-    to be a tree, ``aioc`` none; otherwise directories that look like agentuse trees are.
+    to be a tree, ``aioc``/``otlp`` none; otherwise directories that look like agentuse trees are.
 
     Raises:
         InputError: ``fmt`` is ``agentuse`` and a path is not an agentuse tree.
@@ -465,7 +465,7 @@ def split_paths(
                     source=path,
                 )
             trees.append(AgentuseSource(path))
-        elif fmt != "aioc" and path != "-" and Path(path).is_dir() and is_agentuse_tree(path):
+        elif fmt is None and path != "-" and Path(path).is_dir() and is_agentuse_tree(path):
             trees.append(AgentuseSource(path))
         else:
             rest.append(path)

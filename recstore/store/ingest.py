@@ -51,7 +51,7 @@ _SEP = "\x1f"
 
 
 def run_key_for(fmt: str, run_id: str) -> str:
-    """Store key of a run: ``aioc:<runId>`` / ``agentuse:<sessionId>``."""
+    """Store key of a run: ``aioc:<runId>`` / ``agentuse:<sessionId>`` / ``otlp:<runId>``."""
     return f"{fmt}:{run_id}"
 
 
@@ -354,7 +354,8 @@ class BatchWriter:
         lineage: list[dict],
     ) -> str:
         run_id = record["runId"]
-        key = run_key_for("aioc", run_id)
+        fmt = getattr(source, "record_format", "aioc")  # records converted from another format
+        key = run_key_for(fmt, run_id)
         item_canons = [canonical_json(item) for item in record["items"]]
         record_hash = sha256_canonical_record(record, "items", item_canons)
         current = self._current.get(key)
@@ -372,7 +373,7 @@ class BatchWriter:
                 "stream_key": key,
                 "revision": revision,
                 "run_id": run_id,
-                "format": "aioc",
+                "format": fmt,
                 "record_hash": record_hash,
                 "first_seq": first_seq,
                 "last_seq": last_seq,
@@ -386,7 +387,7 @@ class BatchWriter:
         ctx = RunContext(
             run_key=key,
             run_id=run_id,
-            format="aioc",
+            format=fmt,
             revision=revision,
             record_hash=record_hash,
             tags_json=self.tags_json,

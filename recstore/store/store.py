@@ -26,12 +26,12 @@ from recstore.errors import InputError, NotFoundError
 from recstore.files import owner_only_umask
 from recstore.formats.events import Event, events_to_record
 from recstore.formats.reader import RawInput, iter_sources
-from recstore.store import agentuse_ingest, db
+from recstore.store import agentuse_ingest, db, otlp_io
 from recstore.store.ingest import DEFAULT_BATCH_SIZE, BatchWriter, IngestSummary
 from recstore.store.projection import PROJECTION_TABLES, RunContext, project_record
 from recstore.store.tables import insert_rows
 
-__all__ = ["DEFAULT_DB", "Store", "VerifyReport"]
+__all__ = ["DEFAULT_DB", "Store", "StoredRun", "VerifyReport"]
 
 DEFAULT_DB = "recstore.duckdb"
 _REBUILD_CHUNK = 2000
@@ -54,6 +54,17 @@ class VerifyReport:
     def to_dict(self) -> dict:
         return {"ok": self.ok, "streams": self.streams, "events": self.events, "runs": self.runs,
                 "problems": self.problems}
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """The current revision of a stored run: its identity and the record."""
+
+    run_key: str
+    revision: int
+    record_hash: str
+    source_uri: str | None
+    record: dict
 
 
 class _RecordsSource:
@@ -138,19 +149,22 @@ class Store:
         batch_size: int = DEFAULT_BATCH_SIZE,
         format: str | None = None,
     ) -> IngestSummary:
-        """Store every record under ``paths`` (files, directories, globs, ``-``) and every agentuse
-        session tree (auto-detected, or all paths with ``format="agentuse"``).
+        """Store every record under ``paths`` (files, directories, globs, ``-``), every agentuse
+        session tree and every OTLP/JSON trace file (both auto-detected, or all paths with
+        ``format="agentuse"`` / ``format="otlp"``).
 
         Raises:
             InputError: a path does not exist or matches nothing (checked before writing).
         """
         trees, paths = agentuse_ingest.split_paths(paths, format)
         sources = list(iter_sources(paths)) if paths or not trees else []
+        otlp_files, sources = otlp_io.split_sources(sources, format)
+        traces = otlp_io.otlp_sources(otlp_files)  # read before the write lock is taken
         with self.writer() as con:
             writer = BatchWriter(con, tags=tags, batch_size=batch_size)
             for tree in trees:
                 agentuse_ingest.ingest_tree(writer, tree)
-            return writer.ingest_sources(sources)
+            return writer.ingest_sources([*traces, *sources])
 
     def ingest_records(
         self,
@@ -230,6 +244,45 @@ class Store:
                 "SELECT type, payload FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", row
             ).fetchall()
         return events_to_record(rows)
+
+    def load_runs(self, run_keys: list[str]) -> list[StoredRun]:
+        """The current revisions of stored runs, in the order given, read in one connection.
+
+        ``get_record`` opens a connection per call (about 0.15 s each); replay batches and
+        exports read thousands of runs, so they are reassembled here from one query.
+
+        Raises:
+            NotFoundError: a run key is not stored.
+        """
+        with self.reader() as con:
+            identity = {
+                row[0]: row[1:]
+                for row in con.execute(
+                    "SELECT run_key, revision, record_hash, source_uri FROM runs "
+                    "WHERE list_contains(?, run_key)",
+                    [run_keys],
+                ).fetchall()
+            }
+            missing = [key for key in run_keys if key not in identity]
+            if missing:
+                raise NotFoundError(f"no stored run {missing[0]}")
+            rows = con.execute(
+                "SELECT e.stream_key, e.type, e.payload FROM events e JOIN runs r "
+                "ON e.stream_key = r.run_key AND e.revision = r.revision "
+                "WHERE list_contains(?, r.run_key) ORDER BY e.seq",
+                [run_keys],
+            ).fetchall()
+            # agentuse streams hold file events; their record is the fold of every revision
+            folded = {key: agentuse_ingest.stored_record(con, key)
+                      for key in run_keys if key.startswith("agentuse:")}
+        events: dict[str, list[tuple[str, str]]] = {}
+        for key, etype, payload in rows:
+            events.setdefault(key, []).append((etype, payload))
+        return [
+            StoredRun(key, *identity[key],
+                      folded[key] if key in folded else events_to_record(events[key]))
+            for key in run_keys
+        ]
 
     def runs(self, limit: int = 20) -> list[dict]:
         """The most recently stored runs, newest first (a short list for people)."""

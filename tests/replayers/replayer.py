@@ -2,6 +2,7 @@
 as its first argument says.
 
     ok        replay by serving every recorded call from the tool tape; print the RunRecord
+    tape      rebuild the source's tool outputs from the tool tape alone (FIFO per tool name)
     session   print {"agentuseSession": argv[2]}
     exit      write to stderr and exit 3
     sleep     sleep far past any test timeout
@@ -26,6 +27,23 @@ def replay(request: dict) -> dict:
     return record
 
 
+def replay_from_tape(request: dict) -> dict:
+    """The source record with every tool output taken from the tape, so the result equals the
+    source only when the tape carried each recorded output."""
+    source = request["source"]["record"]
+    queues: dict[str, list] = {}
+    for entry in request["toolTape"]:
+        queues.setdefault(entry["tool"], []).append(entry)
+    names = {i["callId"]: i["name"] for i in source["items"] if i["type"] == "tool_call_item"}
+    items = []
+    for item in source["items"]:
+        if item["type"] == "tool_call_output_item":
+            entry = queues[names[item["callId"]]].pop(0)
+            item = {"type": item["type"], "callId": item["callId"], "output": entry["output"]}
+        items.append(item)
+    return {**source, "runId": "tape-replay-of-" + str(source["runId"]), "items": items}
+
+
 def main() -> int:
     behaviour = sys.argv[1]
     request = json.load(sys.stdin)
@@ -34,6 +52,8 @@ def main() -> int:
         return 2
     if behaviour == "ok":
         print(json.dumps(replay(request)))
+    elif behaviour == "tape":
+        print(json.dumps(replay_from_tape(request)))
     elif behaviour == "session":
         print(json.dumps({"agentuseSession": sys.argv[2]}))
     elif behaviour == "exit":
