@@ -106,6 +106,8 @@ def test_the_library_sets_no_limits_unless_asked(store):
     with pytest.raises(QueryLimitError, match="time limit"):
         with run_query(store, SLOW[0], limits=QueryLimits(timeout=0.5)) as result:
             list(result.rows())
+    with run_query(store, "SELECT * FROM runs", limits=QueryLimits(timeout=60)):
+        pass  # a result left unread ends its watch too
     assert not [t for t in threading.enumerate() if t.name == "recstore-query-limit"]
 
 

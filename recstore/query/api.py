@@ -141,11 +141,11 @@ def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
     try:
         relation = cursor.sql(query.sql)
         reader = relation.to_arrow_reader(batch_rows)
-    except duckdb.Error as exc:
-        watch.stop()
+    except (duckdb.Error, RuntimeError) as exc:
+        watch.close()
         raise watch.error(exc) from None
     except BaseException:
-        watch.stop()
+        watch.close()
         raise
     result = ResultStream(list(relation.columns), [str(t) for t in relation.types], iter(()),
                           reader.schema)

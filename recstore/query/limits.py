@@ -117,10 +117,18 @@ class LimitWatch:
         os.close(self._read)
         os.close(self._write)
 
+    def close(self) -> None:
+        """End the watch and the statement: its cursor closes (rows not read are dropped), so
+        nothing keeps the database open once the caller closes its connection."""
+        self.stop()
+        self.cursor.close()
+
     def error(self, exc: BaseException) -> BaseException:
         """What to raise for ``exc``, raised by DuckDB or the result reader."""
-        if self.interrupted:
+        if self.interrupted or _ctrl_c_in_duckdb(exc):
             return KeyboardInterrupt()
+        if isinstance(exc, RuntimeError) and not isinstance(exc, duckdb.Error):
+            return exc  # not DuckDB's: a bug, shown as such
         if self.timed_out:
             return QueryLimitError(
                 f"query stopped after its {self.limits.timeout:g}s time limit; narrow it, or "
@@ -131,11 +139,30 @@ class LimitWatch:
     def batches(self, reader: pa.RecordBatchReader, result: ResultStream
                 ) -> Iterator[pa.RecordBatch]:
         """``reader``'s batches up to the row cap (``result.truncated`` is set when rows were
-        cut); the watch stops when they end or the consumer closes them."""
+        cut); the watch stops when they end or the consumer closes them (read or not)."""
+        return _Watched(_capped(_translated(reader, self), self.limits.max_rows, result), self,
+                        reader)
+
+
+class _Watched(Iterator["pa.RecordBatch"]):
+    """Batches whose end — exhausted, failed or closed before the first one — ends the watch."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch], watch: LimitWatch,
+                 reader: pa.RecordBatchReader):
+        self._batches = batches
+        self._watch = watch
+        self._reader = reader
+
+    def __next__(self) -> pa.RecordBatch:
         try:
-            yield from _capped(_translated(reader, self), self.limits.max_rows, result)
-        finally:
-            self.stop()
+            return next(self._batches)
+        except BaseException:
+            self._watch.stop()
+            raise
+
+    def close(self) -> None:
+        self._reader.close()  # an unread stream holds the database open
+        self._watch.close()
 
 
 def cap_rows(result: ResultStream, max_rows: int | None) -> ResultStream:
@@ -167,6 +194,12 @@ def _translated(reader: pa.RecordBatchReader, watch: LimitWatch) -> Iterator[pa.
             batch = next(iterator)
         except StopIteration:
             return
-        except (duckdb.Error, OSError) as exc:
+        except (duckdb.Error, OSError, RuntimeError) as exc:
             raise watch.error(exc) from None
         yield batch
+
+
+def _ctrl_c_in_duckdb(exc: BaseException) -> bool:
+    # While a statement runs, DuckDB itself polls Python's signal handlers and turns a Ctrl-C it
+    # catches that way into this RuntimeError (the KeyboardInterrupt is consumed).
+    return type(exc) is RuntimeError and str(exc) == "Query interrupted"
