@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -26,7 +27,9 @@ import orjson
 __all__ = [
     "JSONParseError",
     "canonical_json",
+    "is_array_index",
     "js_number",
+    "js_stringify",
     "json_type_name",
     "loads_strict",
     "sha256_canonical",
@@ -37,6 +40,7 @@ _MAX_ARRAY_INDEX = 4294967294
 _INDEX_KEY = re.compile(r"(?:0|[1-9][0-9]*)\Z")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _dump_string = json.JSONEncoder(ensure_ascii=False).encode
+KeyOrder = Callable[[list[str]], list[str]]
 
 
 class JSONParseError(ValueError):
@@ -117,13 +121,18 @@ def _js_string(s: str) -> str:
     return out
 
 
+def is_array_index(key: str) -> bool:
+    """True for a key JavaScript enumerates first, in numeric order (an array index)."""
+    return _INDEX_KEY.match(key) is not None and int(key) <= _MAX_ARRAY_INDEX
+
+
 def _key_order(keys: list[str]) -> list[str]:
     index_keys = []
     other_keys = []
     for key in keys:
         if key == "__proto__":
             continue
-        if _INDEX_KEY.match(key) and int(key) <= _MAX_ARRAY_INDEX:
+        if is_array_index(key):
             index_keys.append(key)
         else:
             other_keys.append(key)
@@ -135,7 +144,7 @@ def _key_order(keys: list[str]) -> list[str]:
     return index_keys + other_keys
 
 
-def _canon(value: Any, out: list[str]) -> None:
+def _canon(value: Any, out: list[str], key_order: KeyOrder = _key_order) -> None:
     if value is None:
         out.append("null")
     elif value is True:
@@ -149,23 +158,36 @@ def _canon(value: Any, out: list[str]) -> None:
     elif isinstance(value, dict):
         out.append("{")
         first = True
-        for key in _key_order(list(value)):
+        for key in key_order(list(value)):
             if not first:
                 out.append(",")
             first = False
             out.append(_js_string(key))
             out.append(":")
-            _canon(value[key], out)
+            _canon(value[key], out, key_order)
         out.append("}")
     elif isinstance(value, (list, tuple)):
         out.append("[")
         for i, item in enumerate(value):
             if i:
                 out.append(",")
-            _canon(item, out)
+            _canon(item, out, key_order)
         out.append("]")
     else:
         raise TypeError(f"canonical_json: unsupported type {type(value).__name__}")
+
+
+def js_stringify(value: Any, key_order: KeyOrder) -> str:
+    """``JSON.stringify`` of a JSON-sourced value whose objects list their keys in
+    ``key_order(keys)`` order (which may drop keys); numbers and strings as JavaScript prints them.
+
+    Example:
+        >>> js_stringify({"b": 1.0, "a": [1e21]}, sorted)
+        '{"a":[1e+21],"b":1}'
+    """
+    out: list[str] = []
+    _canon(value, out, key_order)
+    return "".join(out)
 
 
 _SAFE_INT = 2**53
@@ -226,9 +248,7 @@ def canonical_json(value: Any) -> str:
         text = _dump_sorted(value)
         if not _LONE_SURROGATE.search(text):
             return text
-    out: list[str] = []
-    _canon(value, out)
-    return "".join(out)
+    return js_stringify(value, _key_order)
 
 
 def json_type_name(value: Any) -> str:

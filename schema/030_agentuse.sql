@@ -36,3 +36,24 @@ ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS artifact_path VARCHAR;      -- f
 ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS child_session_id VARCHAR;   -- subagent session it started
 ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS child_link VARCHAR;         -- resumePayload | inferred
 ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS child_link_confidence DOUBLE;
+
+-- Newer session.json fields (agentuse after v0.15; NULL when a session predates them).
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS error_history JSON;         -- errorHistory: earlier attempts' errors
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS verification JSON;          -- verification {status, redoCount, critique?, time}
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS verification_status VARCHAR; -- passed | failed | error
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS owner_pid BIGINT;           -- owner.pid of the executing process
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS execution JSON;             -- time.execution [{start, end?}] across resumes
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS execution_ms BIGINT;        -- sum of the closed execution intervals
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS execution_budget JSON;      -- executionBudget
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS channels JSON;              -- channels (slack anchors)
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS dismissed_at TIMESTAMP;     -- dismissedAt: a reviewer waved the run off
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS dismissed_at_text VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS reviewed_at TIMESTAMP;      -- reviewedAt: a reviewer opened the run
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS reviewed_at_text VARCHAR;
+
+ALTER TABLE visits ADD COLUMN IF NOT EXISTS assistant_error JSON;     -- message assistant.error {message, type?, stack?}
+ALTER TABLE visits ADD COLUMN IF NOT EXISTS assistant_summary BOOLEAN; -- message assistant.summary
+
+ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS superseded BOOLEAN;    -- part of a rewound attempt (not model history)
+ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS parent_call_id VARCHAR; -- the Code Mode code_exec call that dispatched it
+ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS raw_approved_input JSON; -- the signed value an approval covered

@@ -21,6 +21,7 @@ from recstore.runtime import (
     OutputGuardrail,
     Policies,
     ProviderToolCall,
+    RunHalted,
     ScriptedProvider,
     Tool,
     handoff_tool_name,
@@ -588,6 +589,26 @@ def test_tool_executor_error_fails_run_with_its_name():
     assert result.record["errorName"] == "ReplayInputMissingError"
     assert result.record["errorMessage"] == 'Missing recorded tool output for "lookup"'
     assert result.record["items"][-1]["type"] == "tool_call_item"
+
+
+@pytest.mark.parametrize(("stop", "status"), [(RunHalted(), "completed"), (KeyError("x"), "failed")])
+def test_unwrapped_outputs_and_a_halt_after_the_turn(stop, status):
+    """envelope_outputs=False writes outputs as they are; halt ends the run after the turn, once
+    every sibling call has its output (the agentuse replay stops this way)."""
+    def executor(tool, args, call):
+        return {"served": call.call_id}
+    asked = []
+    def halt():
+        asked.append(True)
+        return stop
+    agent = Agent("A", model="m", tools=[lookup_tool()])
+    script = [calls(("c1", "lookup", '{"id":"1"}'), ("c2", "lookup", '{"id":"2"}')), "never sent"]
+    result = run(agent, "go", provider=ScriptedProvider(script), policies=allow_all(),
+                 tool_executor=executor, envelope_outputs=False, halt=halt)
+    outputs = [i["output"] for i in result.record["items"] if i["type"] == "tool_call_output_item"]
+    assert outputs == [{"served": "c1"}, {"served": "c2"}]
+    assert (result.record["status"], result.record["response"], asked) == (status, "", [True])
+    assert len(result.record["requestFingerprints"]) == 1
 
 
 def test_provider_error_leaves_empty_interval():

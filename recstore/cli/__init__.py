@@ -27,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("recstore.cli.demo_cmd",
              "Generate a corpus, then inspect, ingest, query, compare, replay and sweep it."),
     "export": ("recstore.cli.query_cmds", "Write every view as zstd Parquet under DIRECTORY, "
-               "hive-partitioned by run start day."),
+               "or runs as OTLP/JSON traces (--otlp)."),
     "ingest": ("recstore.cli.store_cmds", "Append run records to the store: .json, "
                ".jsonl/.ndjson (optionally .gz), directories (recursive), globs, or - for NDJSON "
                "on stdin."),

@@ -182,9 +182,10 @@ def schema_cmd(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
 @click.pass_context
 def export_cmd(ctx: click.Context, target: str | None, overwrite: bool, otlp_dir: str | None,
                content: str, as_json: bool, lock_timeout: float) -> None:
-    """Write every view as zstd Parquet under DIRECTORY, hive-partitioned by run start day.
-    With --otlp DIR, write runs as OpenTelemetry GenAI traces instead (OTLP/JSON, one file per
-    run).
+    """Write every view as zstd Parquet under DIRECTORY, or runs as OTLP/JSON traces (--otlp).
+
+    Parquet is hive-partitioned by run start day; --otlp DIR writes OpenTelemetry GenAI traces,
+    one file per run.
 
     DIRECTORY must be new or empty, or hold an earlier export (recstore-export.json) to replace
     with --overwrite; recstore never deletes a folder it did not write. Files are owner-only.

@@ -21,6 +21,8 @@ Examples:
 
   recstore replay --select "status = 'completed'" --from-source --workers 2
 
+  recstore replay agentuse:SESSION --match agentuse --harness docs/examples/agentuse-harness.toml
+
   recstore replay RUN --match agentuse --harness agent.toml --reference docs/style.md
 
   recstore replay RUN --command 'node replayer.js' --match agentuse --command-timeout 120
@@ -103,7 +105,9 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
     """Replay stored runs against a candidate with recorded tool outputs.
 
     Exit status 0 when every replay completed (finished like its source and equal to it on
-    response and tool calls), 1 otherwise.
+    response and tool calls; with --match agentuse, when agentuse's status is proposal or
+    completed, the comparison only reported), 1 otherwise, 2 for a source --match agentuse
+    refuses.
 
     A harness file is trusted like code (it may name Python functions to run and an endpoint that
     receives its API key variable); it may read only files beside it unless --allow-outside.

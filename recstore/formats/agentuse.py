@@ -37,7 +37,8 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from recstore.canonical import JSONParseError, loads_strict
+from recstore.canonical import JSONParseError, json_type_name, loads_strict
+from recstore.formats.jsontext import dumps_json
 
 __all__ = [
     "AgentuseRun",
@@ -57,10 +58,14 @@ __all__ = [
     "assemble_run",
     "is_agentuse_tree",
     "iso_ms",
+    "message_columns",
     "normalised_input",
     "part_sort_key",
     "scan_tree",
+    "session_columns",
+    "session_extras",
     "to_run_record",
+    "wrong_typed_fields",
 ]
 
 ULID = re.compile(r"[0-9A-Z]{26}")
@@ -144,6 +149,9 @@ class Message:
     tokens: dict[str, int]
     context: dict | None
     has_file: bool = True  # False when message.json is missing and only parts exist
+    dir_name: str = ""  # the message directory's name (its id, unless message.json says otherwise)
+    error: dict | None = None  # assistant.error {message, type?, stack?}
+    summary: bool | None = None  # assistant.summary
 
 
 @dataclass
@@ -175,11 +183,16 @@ class ToolCall:
     artifact_path: str | None = None
     rel_path: str = ""
     sha256: str = ""
+    has_input: bool = True  # False when state.input is absent (not null)
+    superseded: bool = False  # part of a rewound attempt, left out of the model's history
+    raw_approved_input: Any = None  # state.rawApprovedInput: the signed value an approval covered
 
 
 @dataclass
 class Gate:
-    """An ``await_human`` approval gate (its part's latest state)."""
+    """An approval gate, its part's latest state: an ``await_human`` part (``kind``
+    ``approval_gate``) or an ordinary tool call held for approval (``resumePayload.kind:
+    'tool_approval'``, ``kind`` ``tool_approval``)."""
 
     part_id: str
     session_id: str
@@ -195,6 +208,10 @@ class Gate:
     t_start: int | None
     t_end: int | None
     turn: int
+    kind: str = "approval_gate"
+    tool: str = "await_human"
+    raw_approved_input: Any = None
+    superseded: bool = False
 
 
 @dataclass
@@ -212,6 +229,7 @@ class PartEvent:
     payload: dict
     rel_path: str = ""
     sha256: str = ""
+    superseded: bool = False
 
 
 @dataclass
@@ -258,6 +276,7 @@ class Visit:
     via_call_id: str | None = None
     link_confidence: float | None = None
     derived_from_dir_name: bool = False
+    extras: dict = field(default_factory=dict)  # newer session.json fields (SESSION_EXTRAS)
 
 
 @dataclass
@@ -297,9 +316,10 @@ class AgentuseRun:
 
     @property
     def primary_message(self) -> Message | None:
-        """The first message of the root session by ``(time.created, id)`` (agentuse's rule)."""
+        """agentuse's primary message: the root session's first message directory (sorted by
+        name) that has a ``message.json``; the first directory when none has one."""
         own = [m for m in self.messages if m.session_id == self.session_id]
-        return own[0] if own else None
+        return next((m for m in own if m.has_file), own[0] if own else None)
 
     def tree_tokens(self) -> dict[str, int]:
         """Token totals over all visits (each session counts only its own calls, §1.11)."""
@@ -611,18 +631,28 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+# part types agentuse orders by their own ``time.start``; every other type (declared but never
+# written, or newer than this code) sorts last, as in agentuse's getPartOrder
+_TIMED_PART_TYPES = frozenset(
+    {"text", "reasoning", "compaction", "corrections", "learning", "error", "log", "verify"}
+)
+
+
 def part_sort_key(part: dict) -> tuple[float, str]:
     """agentuse's part order (§1.9): own start time (pending tools: ``suspendedAt``), +inf when
-    unknown, ties broken by part ID."""
-    if part.get("type") == "tool":
+    unknown or for part types agentuse does not time, ties broken by part ID."""
+    ptype = part.get("type")
+    if ptype == "tool":
         state = part.get("state") if isinstance(part.get("state"), dict) else {}
         t = (
             _num(state.get("suspendedAt"))
             if state.get("status") == "pending"
             else _num(_get(state, "time", "start"))
         )
-    else:
+    elif isinstance(ptype, str) and ptype in _TIMED_PART_TYPES:
         t = _num(_get(part, "time", "start"))
+    else:
+        t = None
     return (math.inf if t is None else float(t), str(part.get("id", "")))
 
 
@@ -657,6 +687,104 @@ def _tool_kind(name: str) -> str:
     if name.startswith("mcp__"):
         return "mcp"
     return "tool"
+
+
+# The JSON type of every field agentuse's writers give a type (src/session/types.ts), by file
+# kind and part type. A present field of another type is an input error: the field is ignored
+# and the file is reported (``invalid_field``), instead of silently reading as absent. ``null``
+# counts as absent. "number" excludes booleans, as in JSON.
+_FIELD_TYPES: dict[str, dict[str, str]] = {
+    "session": {
+        "id": "string", "parentSessionID": "string", "status": "string", "trigger": "string",
+        "agent": "object", "agent.id": "string", "agent.name": "string",
+        "agent.filePath": "string", "agent.description": "string", "agent.isSubAgent": "boolean",
+        "model": "string", "version": "string", "mock": "boolean", "config": "object",
+        "config.replaySourceSessionId": "string", "config.resultSourceSessionId": "string",
+        "project": "object", "project.root": "string", "project.cwd": "string",
+        "time": "object", "time.created": "number", "time.updated": "number",
+        "time.execution": "array", "owner": "object", "owner.pid": "number",
+        "error": "object", "error.message": "string", "error.code": "string",
+        "errorHistory": "array", "dismissedAt": "number", "reviewedAt": "number",
+        "verification": "object", "verification.status": "string",
+        "verification.redoCount": "number", "executionBudget": "object", "channels": "object",
+    },
+    "message": {
+        "id": "string", "time": "object", "time.created": "number", "time.completed": "number",
+        "user": "object", "user.prompt": "object", "user.prompt.task": "string",
+        "user.prompt.user": "string", "assistant": "object", "assistant.modelID": "string",
+        "assistant.path": "object", "assistant.path.cwd": "string",
+        "assistant.path.root": "string", "assistant.tokens": "object",
+        "assistant.tokens.input": "number", "assistant.tokens.output": "number",
+        "assistant.tokens.reasoning": "number", "assistant.tokens.cache": "object",
+        "assistant.tokens.cache.read": "number", "assistant.tokens.cache.write": "number",
+        "assistant.context": "object", "assistant.error": "object",
+        "assistant.summary": "boolean",
+    },
+    "tools": {"tools": "array"},
+    "part": {"id": "string", "type": "string", "superseded": "boolean"},
+    "part:text": {
+        "text": "string", "role": "string", "synthetic": "boolean", "time": "object",
+        "time.start": "number", "time.end": "number",
+    },
+    "part:tool": {
+        "callID": "string", "tool": "string", "parentCallID": "string", "state": "object",
+        "state.status": "string", "state.time": "object", "state.time.start": "number",
+        "state.time.end": "number", "state.error": "string", "state.metadata": "object",
+        "state.suspendedAt": "number", "state.resumePayload": "object",
+    },
+    "part:timed": {"time": "object", "time.start": "number"},
+}
+_JSON_TYPES = {
+    "string": str, "boolean": bool, "object": dict, "array": list, "number": (int, float),
+}
+
+
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[0] in "aeiou" else f"a {noun}"
+
+
+def wrong_typed_fields(value: dict, spec: str) -> list[str]:
+    """``"<field> is a <type> (expected a <type>)"`` for each present, non-null field of
+    ``value`` whose JSON type differs from :data:`_FIELD_TYPES` ``[spec]``."""
+    wrong = []
+    for path, expected in _FIELD_TYPES[spec].items():
+        field_value = _get(value, *path.split("."))
+        if field_value is None:
+            continue
+        is_bool = isinstance(field_value, bool)
+        ok = isinstance(field_value, _JSON_TYPES[expected]) and (expected != "number" or not is_bool)
+        if not ok:
+            actual = json_type_name(field_value)
+            wrong.append(f"{path} is {_a(actual)} (expected {_a(expected)})")
+    return wrong
+
+
+# session.json fields of newer agentuse builds, kept per visit as they are (well-typed only)
+SESSION_EXTRAS = {
+    "errorHistory": ("errorHistory",),
+    "verification": ("verification",),
+    "owner": ("owner",),
+    "execution": ("time", "execution"),
+    "executionBudget": ("executionBudget",),
+    "channels": ("channels",),
+    "dismissedAt": ("dismissedAt",),
+    "reviewedAt": ("reviewedAt",),
+    "observability": ("observability",),
+}
+_EXTRA_TYPES = {"dismissedAt": "number", "reviewedAt": "number", "errorHistory": "array",
+                "execution": "array"}
+
+
+def session_extras(info: dict) -> dict:
+    """The newer ``session.json`` fields present in ``info`` (``time.execution`` as
+    ``execution``); a field of the wrong JSON type is left out (and reported by the builder)."""
+    out = {}
+    for name, path in SESSION_EXTRAS.items():
+        value = _get(info, *path)
+        expected = _JSON_TYPES[_EXTRA_TYPES.get(name, "object")]
+        if isinstance(value, expected) and not isinstance(value, bool):
+            out[name] = value
+    return out
 
 
 @dataclass
@@ -715,7 +843,7 @@ def assemble_run(files: Sequence[TreeFile]) -> AgentuseRun:
                     "salvaged" if value is not None else "corrupt_json",
                 )
             )
-        if value is not None:
+        if value is not None or problem is None:  # a file holding `null` is parsed, not corrupt
             parsed[f.rel_path] = value
 
     builder = _RunBuilder(sessions, parsed, by_rel, problems)
@@ -811,8 +939,13 @@ class _RunBuilder:
         rel = f"{s.dir_rel}/{SESSION_FILE}"
         info = self.parsed.get(rel)
         if isinstance(info, dict):
+            self._check_fields(rel, info, "session")
             return info
-        if rel not in self.by_rel:
+        if rel in self.parsed:
+            self._not_an_object(
+                rel, info, "id and agent taken from the directory name, status unknown"
+            )
+        elif rel not in self.by_rel:
             self._problem(
                 s.dir_rel,
                 "session directory without session.json; id and agent derived from the directory name",
@@ -820,6 +953,27 @@ class _RunBuilder:
                 "missing_session_json",
             )
         return {"_derived": True}
+
+    def _not_an_object(self, rel: str, value: Any, consequence: str) -> None:
+        """A JSON file agentuse writes as an object holds something else: reported, not used
+        (``null`` is its own code: agentuse reads it as an absent file)."""
+        self._problem(
+            rel,
+            f"holds a JSON {json_type_name(value)}, not an object; {consequence}",
+            False,
+            "json_null" if value is None else "not_an_object",
+        )
+
+    def _check_fields(self, rel: str, value: dict, *specs: str) -> None:
+        wrong = [w for spec in specs for w in wrong_typed_fields(value, spec)]
+        if not wrong:
+            return
+        consequence = "those fields were ignored"
+        if specs[0] == "part" and any(w.startswith("type ") for w in wrong):
+            consequence = "the part's kind is unknown, so it is kept as an event of type 'unknown', not as a message or tool call"
+        self._problem(
+            rel, f"wrong-typed field(s): {'; '.join(wrong)}; {consequence}", True, "invalid_field"
+        )
 
     def _order_sessions(self, root_dir: str, infos: dict, ids: dict, by_id: dict) -> list[str]:
         """Root first, then children depth-first in agentuse's child order
@@ -901,7 +1055,7 @@ class _RunBuilder:
             dir_name=dir_name,
             agent_id=agent_id,
             agent_name=_str(agent.get("name")),
-            is_subagent=bool(agent.get("isSubAgent")) or parent_id is not None,
+            is_subagent=agent.get("isSubAgent") is True or parent_id is not None,
             model=_str(info.get("model")) or next((m.model for m in msgs if m.model), None),
             status=status,
             trigger=_str(info.get("trigger")) or "manual",
@@ -916,6 +1070,7 @@ class _RunBuilder:
             project_root=_str(_get(info, "project", "root")),
             config=info.get("config") if isinstance(info.get("config"), dict) else {},
             derived_from_dir_name=derived,
+            extras=session_extras(info),
         )
         self.visits.append(visit)
         if status in ("running", "preparing"):
@@ -926,13 +1081,39 @@ class _RunBuilder:
                 "still_running",
             )
         if not self.tools_snapshot and s.depth == 0:
-            tools = _get(self.parsed.get(f"{dir_rel}/tools.json"), "tools")
-            self.tools_snapshot = (
-                [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
-            )
+            self.tools_snapshot = self._tools_snapshot(f"{dir_rel}/tools.json")
         self._lineage(dir_rel, visit)
+        self._misplaced_files(s)
         for mid, m in zip(self._message_dirs(s), msgs, strict=True):
             self._parts(s, mid, m, visit)
+
+    def _misplaced_files(self, s: _SessionFiles) -> None:
+        """Files where agentuse keeps a directory (a message directory, ``subagent/``, a
+        message's ``part/`` or ``artifact/``): nothing is read from them, so say so."""
+        for f in s.files:
+            inner = f.rel_path[len(s.dir_rel) + 1 :].split("/")
+            misplaced = (len(inner) == 1 and (ULID.fullmatch(inner[0]) or inner[0] == SUBAGENT_DIR)) or (
+                len(inner) == 2 and ULID.fullmatch(inner[0]) and inner[1] in ("part", "artifact")
+            )
+            if misplaced:
+                self._problem(
+                    f.rel_path,
+                    f"is a file where agentuse keeps the directory '{inner[-1]}'; no message, "
+                    "part or session was read from it (its bytes are kept)",
+                    False,
+                    "not_a_directory",
+                )
+
+    def _tools_snapshot(self, rel: str) -> list[dict]:
+        if rel not in self.parsed:
+            return []
+        snapshot = self.parsed[rel]
+        if not isinstance(snapshot, dict):
+            self._not_an_object(rel, snapshot, "the session has no tool snapshot")
+            return []
+        self._check_fields(rel, snapshot, "tools")
+        tools = snapshot.get("tools")
+        return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
 
     def _depth_of(self, session_id: str | None) -> int:
         return next((v.depth for v in self.visits if v.session_id == session_id), -1)
@@ -960,6 +1141,10 @@ class _RunBuilder:
                     True,
                     "missing_message_json",
                 )
+            if isinstance(raw, dict):
+                self._check_fields(rel, raw, "message")
+            elif rel in self.parsed:
+                self._not_an_object(rel, raw, "prompt and tokens unknown")
             raw = raw if isinstance(raw, dict) else {}
             assistant = raw.get("assistant") if isinstance(raw.get("assistant"), dict) else {}
             out.append(
@@ -978,6 +1163,9 @@ class _RunBuilder:
                     if isinstance(assistant.get("context"), dict)
                     else None,
                     has_file=rel in self.by_rel,
+                    dir_name=mid,
+                    error=assistant.get("error") if isinstance(assistant.get("error"), dict) else None,
+                    summary=assistant.get("summary") if isinstance(assistant.get("summary"), bool) else None,
                 )
             )
         self.messages.extend(out)
@@ -992,7 +1180,10 @@ class _RunBuilder:
             if f.kind == "part":
                 part = self.parsed.get(f.rel_path)
                 if isinstance(part, dict):
+                    self._check_fields(f.rel_path, part, *_part_specs(part))
                     entries.append((part_sort_key(part), part, f))
+                elif f.rel_path in self.parsed:
+                    self._not_an_object(f.rel_path, part, "the part was skipped")
             elif f.kind == "artifact":
                 self._artifact(f, m)
         entries.sort(key=lambda e: e[0])
@@ -1008,9 +1199,10 @@ class _RunBuilder:
         ptype = _str(part.get("type")) or "unknown"
         if ptype == "tool":
             call = self._tool_call(part, part_id, f, m, visit, turn)
-            if call.kind == "gate":
-                self._gate(call, part)
-                if call.raw_status == "completed":
+            gate_kind = _gate_kind(call, part)
+            if gate_kind is not None:
+                self._gate(call, part, gate_kind)
+                if call.kind == "gate" and call.raw_status == "completed":
                     return turn + 1
             return turn
         if ptype == "text" and part.get("role") == "user":
@@ -1036,6 +1228,7 @@ class _RunBuilder:
                 part,
                 f.rel_path,
                 f.sha256,
+                superseded=part.get("superseded") is True,
             )
         )
         return turn
@@ -1089,8 +1282,11 @@ class _RunBuilder:
             artifact_path=_artifact_ref(state.get("output")),
             rel_path=f.rel_path,
             sha256=f.sha256,
+            has_input="input" in state,
+            superseded=part.get("superseded") is True,
+            raw_approved_input=state.get("rawApprovedInput"),
         )
-        payload = state.get("resumePayload") or _get(state, "metadata", "resumePayload")
+        payload = _resume_payload(state)
         if (
             call.kind == "subagent"
             and isinstance(payload, dict)
@@ -1101,10 +1297,11 @@ class _RunBuilder:
         self.tool_calls.append(call)
         return call
 
-    def _gate(self, call: ToolCall, part: dict) -> None:
+    def _gate(self, call: ToolCall, part: dict, kind: str) -> None:
         state = part.get("state") if isinstance(part.get("state"), dict) else {}
-        payload = state.get("resumePayload") or _get(state, "metadata", "resumePayload")
-        out = call.output if isinstance(call.output, dict) else {}
+        payload = _resume_payload(state)
+        # a tool approval's output is the tool's own result, not a reviewer's decision
+        out = call.output if isinstance(call.output, dict) and kind == "approval_gate" else {}
         self.gates.append(
             Gate(
                 part_id=call.part_id,
@@ -1121,6 +1318,10 @@ class _RunBuilder:
                 t_start=call.t_start,
                 t_end=call.t_end,
                 turn=call.turn,
+                kind=kind,
+                tool=call.tool,
+                raw_approved_input=call.raw_approved_input,
+                superseded=call.superseded,
             )
         )
 
@@ -1222,6 +1423,35 @@ class _RunBuilder:
             if child:
                 child.via_part_id, child.via_call_id = call.part_id, call.call_id
                 child.link_confidence = call.child_link_confidence
+
+
+def _resume_payload(state: dict) -> dict | None:
+    """A pending part's ``resumePayload``, or the one a resolved part kept in its metadata."""
+    payload = state.get("resumePayload") or _get(state, "metadata", "resumePayload")
+    return payload if isinstance(payload, dict) else None
+
+
+def _gate_kind(call: ToolCall, part: dict) -> str | None:
+    """``approval_gate`` for ``await_human``, ``tool_approval`` for an ordinary tool call held
+    for approval (newer builds), else None."""
+    if call.kind == "gate":
+        return "approval_gate"
+    state = part.get("state") if isinstance(part.get("state"), dict) else {}
+    payload = _resume_payload(state)
+    if payload is not None and payload.get("kind") == "tool_approval":
+        return "tool_approval"
+    return None
+
+
+def _part_specs(part: dict) -> tuple[str, ...]:
+    ptype = part.get("type")
+    if ptype in ("text", "reasoning"):
+        return ("part", "part:text")
+    if ptype == "tool":
+        return ("part", "part:tool")
+    if isinstance(ptype, str) and ptype in _TIMED_PART_TYPES:
+        return ("part", "part:timed")
+    return ("part",)
 
 
 def _artifact_ref(output: Any) -> str | None:
@@ -1397,6 +1627,48 @@ def _record_shell(run: AgentuseRun, question: str, items: list[dict]) -> dict:
         record["errorMessage"] = root.error_message or ""
     record["metadata"] = {"agentuse": agentuse_metadata(run)}
     return {k: v for k, v in record.items() if v is not None}
+
+
+def session_columns(visit: Visit) -> dict:
+    """The ``runs`` columns of schema 030 that come from newer ``session.json`` fields:
+    ``error_history``, ``verification(_status)``, ``owner_pid``, ``execution`` (the intervals)
+    and ``execution_ms`` (their closed total), ``execution_budget``, ``channels``,
+    ``dismissed_at_text`` and ``reviewed_at_text``. JSON columns hold JSON text."""
+    extras = visit.extras
+    intervals = extras.get("execution") or []
+    closed = [
+        (_num(i.get("start")), _num(i.get("end"))) for i in intervals if isinstance(i, dict)
+    ]
+    closed = [(a, b) for a, b in closed if a is not None and b is not None]
+    verification = extras.get("verification") or {}
+    return {
+        "error_history": _json_text(extras.get("errorHistory")),
+        "verification": _json_text(extras.get("verification")),
+        "verification_status": _str(verification.get("status")),
+        "owner_pid": _num(_get(extras, "owner", "pid")),
+        "execution": _json_text(extras.get("execution")),
+        "execution_ms": sum(b - a for a, b in closed) if closed else None,
+        "execution_budget": _json_text(extras.get("executionBudget")),
+        "channels": _json_text(extras.get("channels")),
+        "dismissed_at_text": iso_ms(_num(extras.get("dismissedAt"))),
+        "reviewed_at_text": iso_ms(_num(extras.get("reviewedAt"))),
+    }
+
+
+def message_columns(run: AgentuseRun, visit: Visit) -> dict:
+    """The ``visits`` columns of schema 030 from the visit's messages: ``assistant_error`` (the
+    last message's ``assistant.error``, JSON text) and ``assistant_summary``."""
+    own = [m for m in run.messages if m.session_id == visit.session_id]
+    errors = [m.error for m in own if m.error is not None]
+    summaries = [m.summary for m in own if m.summary is not None]
+    return {
+        "assistant_error": _json_text(errors[-1]) if errors else None,
+        "assistant_summary": any(summaries) if summaries else None,
+    }
+
+
+def _json_text(value: Any) -> str | None:
+    return None if value is None else dumps_json(value)
 
 
 def agentuse_metadata(run: AgentuseRun) -> dict:

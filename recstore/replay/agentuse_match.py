@@ -19,13 +19,18 @@ Example:
     'REPLAY_INPUT_MISSING'
     >>> tape.status()
     'mismatch'
+
+Where agentuse's own behaviour looks accidental, docs/agentuse.md ("Fidelity choices") says which
+side recstore takes.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import math
 import posixpath
+import unicodedata
 import uuid
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -34,12 +39,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from recstore.canonical import canonical_json
+from recstore.canonical import (
+    canonical_json,
+    is_array_index,
+    js_number,
+    js_stringify,
+    sha256_text,
+)
 from recstore.errors import InputError
 from recstore.formats.agentuse import AgentuseRun, ToolCall
 from recstore.records import extract_tool_calls
-from recstore.replay.replay import ReplayInputMissingError, replay_run
-from recstore.runtime import AgentRunError
+from recstore.replay.harness import Harness
+from recstore.replay.replay import replay_run
+from recstore.runtime import ABSENT, AgentRunError, RunHalted
 
 __all__ = [
     "MISMATCH_REASON",
@@ -62,6 +74,11 @@ MISMATCH_REASON = (
     "No unused recording matches this tool and its arguments before the source session's first "
     "proposal. No live call or fabrication was attempted."
 )
+MEDIA_REASON = (
+    "This recording contains media whose model-facing bytes are not available to text/JSON replay."
+)
+STALE_LIST_REASON = "queries after temporary writes require a complete snapshot"
+NO_OUTCOME_ERROR = "Replay ended without a proposal or final output."
 STRIP_INTENT = frozenset({"intent"})
 STRIP_RUNTIME_KEYS = frozenset({"intent", "recovers"})
 READ_TOOL = "tools__filesystem_read"
@@ -70,25 +87,15 @@ OUTCOME_TOOLS = {"report_complete": "complete", "report_incomplete": "incomplete
 TEMP_STORE = "replay-memory"
 TEMP_ID_PREFIX = "replay-"
 MAX_REFERENCE_BYTES = 4 * 1024 * 1024
+# agentuse's read-tool limits (AGENTUSE_TOOL_MAX_LINES / _MAX_LINE_LENGTH defaults)
+MAX_READ_LINES = 2000
 MAX_READ_LINE = 2000
-# store_list row keys that are item metadata, always returned without being asked for (§3.5).
-_ROW_METADATA = frozenset(
-    {
-        "id",
-        "title",
-        "type",
-        "status",
-        "dataKeys",
-        "createdAt",
-        "updatedAt",
-        "createdBy",
-        "parentId",
-        "tags",
-        "match",
-        "missingFields",
-    }
-)
 _LIST_WINDOW_KEYS = ("fields", "limit", "offset", "intent")
+# problems of the files agentuse reads to load a replay source that make it refuse the source:
+# JSON.parse fails (CorruptStorageError) or the value cannot be used; a part holding `null` is
+# skipped there (readJSON's null), a session, tool or message file holding `null` is absent
+_UNREADABLE = frozenset({"corrupt_json", "salvaged", "not_an_object"})
+_UNREADABLE_OR_NULL = _UNREADABLE | {"json_null"}
 
 
 class ReplaySourceError(InputError):
@@ -120,7 +127,7 @@ class RecordingSet:
     model: str | None = None
     created_at: int | None = None  # ms epoch; "now" of the replay and temp-store timestamps
     original_text: str = ""
-    original_proposal: Any = None
+    original_proposal: Any = ABSENT  # the first gate's input (``None`` when it was null)
     tools_snapshot: list[dict] = field(default_factory=list)
 
 
@@ -172,10 +179,25 @@ def canonical_args(
     return out
 
 
+def _collation_key(key: str) -> bytes:
+    return unicodedata.normalize("NFD", key).encode("utf-16-be", "surrogatepass")
+
+
+def agentuse_key_order(keys: list[str]) -> list[str]:
+    """The key order of agentuse's canonical objects: array-index keys first in numeric order
+    (JavaScript enumerates them so), then the rest sorted as ``localeCompare`` does for equality:
+    canonically equivalent keys (NFC and NFD spellings) tie and keep their insertion order.
+    ``__proto__`` is an ordinary key (``Object.fromEntries`` keeps it)."""
+    index = sorted((k for k in keys if is_array_index(k)), key=int)
+    rest = sorted((k for k in keys if not is_array_index(k)), key=_collation_key)
+    return index + rest
+
+
 def match_key(tool: str, args: Any, cwd: str | None, strip: Iterable[str] = STRIP_INTENT) -> str:
     """agentuse's match key: JSON of ``[tool, canonicalArgs]`` with object keys sorted at every
-    depth, array order kept and JavaScript number formatting (so ``1`` equals ``1.0``)."""
-    return canonical_json([tool, canonical_args(tool, args, cwd, strip)])
+    depth (:func:`agentuse_key_order`), array order kept and JavaScript number formatting (so
+    ``1`` equals ``1.0``)."""
+    return js_stringify([tool, canonical_args(tool, args, cwd, strip)], agentuse_key_order)
 
 
 def has_media(value: Any) -> bool:
@@ -198,12 +220,18 @@ def has_media(value: Any) -> bool:
 def recordings_from_session(run: AgentuseRun) -> RecordingSet:
     """The recordings of an agentuse session, by agentuse's load rules (§2.3, §3.3).
 
+    The primary message is the first message directory (sorted) that has a ``message.json``.
+    Superseded parts (a rewound attempt, left out of the model's history) are skipped.
+
     Raises:
         ReplaySourceError: mock/replay/result-test sessions, sessions still running or
-            preparing, or sessions without a primary message or tool snapshot.
+            preparing, sessions without a primary message or tool snapshot, and sessions with a
+            file agentuse cannot read (corrupt, salvageable or not an object: agentuse's
+            ``CorruptStorageError``). Ingest keeps what it can of such files; replay does not.
     """
     root = run.root
     where = run.run_key
+    _refuse_unreadable(run, _session_files(run), where, _UNREADABLE_OR_NULL)
     if root.mock:
         raise ReplaySourceError(
             "is a mock, replay or result-test session (mock:true); its approvals are not human data and it cannot be a replay source",
@@ -219,6 +247,9 @@ def recordings_from_session(run: AgentuseRun) -> RecordingSet:
         raise ReplaySourceError("has no primary message (message.json)", source=where)
     if not run.tools_snapshot:
         raise ReplaySourceError("has no tools.json snapshot (or it is empty)", source=where)
+    message_json = f"{run.root.dir_name}/{primary.dir_name}/message.json"
+    _refuse_unreadable(run, {message_json}, where, _UNREADABLE_OR_NULL)
+    _refuse_unreadable(run, _part_files(run, primary), where, _UNREADABLE)
     parts = sorted(
         [c for c in run.tool_calls if c.message_id == primary.message_id]
         + [e for e in run.events if e.message_id == primary.message_id],
@@ -226,18 +257,20 @@ def recordings_from_session(run: AgentuseRun) -> RecordingSet:
     )
     recordings: list[Recording] = []
     text: list[str] = []
-    proposal = None
+    proposal: Any = ABSENT
     for part in parts:
+        if part.superseded:
+            continue
         if not isinstance(part, ToolCall):
             if part.type != "text":
                 continue
             if part.payload.get("role") == "user":
                 break  # a follow-up continuation: excluded with everything after it
             body = part.payload.get("text")
-            text.append(body if isinstance(body, str) else "")
+            text.append(body if isinstance(body, str) else "")  # agentuse: "undefined"; see docs
         else:
             if part.tool == GATE_TOOL:
-                proposal = copy.deepcopy(part.input)
+                proposal = copy.deepcopy(part.input) if part.has_input else ABSENT
                 break
             if part.raw_status in ("completed", "error"):
                 recordings.append(
@@ -256,7 +289,7 @@ def recordings_from_session(run: AgentuseRun) -> RecordingSet:
         source_run_key=run.run_key,
         recordings=recordings,
         cwd=primary.root,
-        user_prompt=primary.user_prompt,
+        user_prompt=primary.user_prompt or None,
         model=root.model,
         created_at=root.created,
         original_text="".join(text),
@@ -265,21 +298,33 @@ def recordings_from_session(run: AgentuseRun) -> RecordingSet:
     )
 
 
-def _unwrap_envelope(output: Any) -> tuple[str, Any] | None:
-    """aioc result envelope → (status, data); None when ``output`` is not an envelope."""
-    if (
-        isinstance(output, dict)
-        and output.get("status") in ("ok", "denied", "approval_required")
-        and all(k in output for k in ("code", "publicReason", "data"))
-    ):
-        return output["status"], output["data"]
-    return None
+def _session_files(run: AgentuseRun) -> set[str]:
+    top = run.root.dir_name
+    return {f"{top}/session.json", f"{top}/tools.json"}
+
+
+def _part_files(run: AgentuseRun, message: Any) -> set[str]:
+    prefix = f"{run.root.dir_name}/{message.dir_name}/part/"
+    return {p.rel_path for p in run.problems if p.rel_path.startswith(prefix)}
+
+
+def _refuse_unreadable(
+    run: AgentuseRun, paths: set[str], where: str, codes: frozenset[str]
+) -> None:
+    for problem in run.problems:
+        if problem.rel_path in paths and problem.code in codes:
+            raise ReplaySourceError(
+                f"has a file agentuse cannot read (CorruptStorageError), {problem.rel_path}: "
+                f"{problem.reason}",
+                source=where,
+            )
 
 
 def recordings_from_record(record: dict, *, cwd: str | None = None) -> RecordingSet:
     """The recordings of an aioc RunRecord under agentuse's rules: tool calls with outputs,
-    before the first ``await_human`` call or user message after the input scope. Envelopes are
-    unwrapped like aioc does (``ok`` → data); denied/approval envelopes are recorded as errors.
+    before the first ``await_human`` call or user message after the input scope. Each output is
+    served as recorded, envelope included: agentuse hands recorded outputs to the model as they
+    are, and an aioc model saw the envelope.
 
     Raises:
         ReplaySourceError: the record is itself a replay (``metadata.replayOfRunId``) or a mock.
@@ -303,38 +348,14 @@ def recordings_from_record(record: dict, *, cwd: str | None = None) -> Recording
         if after_input and item.get("type") == "message" and item.get("role") == "user":
             stop_at = index
             break
-    proposal = None
+    proposal: Any = ABSENT
     if stop_at < len(items) and items[stop_at].get("type") == "tool_call_item":
         proposal = copy.deepcopy(items[stop_at].get("arguments"))
-    recordings = []
-    for call in extract_tool_calls(items[:stop_at]):
-        if not call["hasOutput"] or not call["name"]:
-            continue
-        envelope = _unwrap_envelope(call.get("output"))
-        if envelope is None:
-            recordings.append(
-                Recording(
-                    call["name"],
-                    call["arguments"],
-                    "completed",
-                    call.get("output"),
-                    None,
-                    call["callId"],
-                )
-            )
-        elif envelope[0] == "ok":
-            recordings.append(
-                Recording(
-                    call["name"], call["arguments"], "completed", envelope[1], None, call["callId"]
-                )
-            )
-        else:
-            reason = call["output"].get("publicReason") or call["output"].get("code") or envelope[0]
-            recordings.append(
-                Recording(
-                    call["name"], call["arguments"], "error", None, str(reason), call["callId"]
-                )
-            )
+    recordings = [
+        Recording(call["name"], call["arguments"], "completed", call.get("output"), None, call["callId"])
+        for call in extract_tool_calls(items[:stop_at])
+        if call["hasOutput"] and call["name"]
+    ]
     text = [
         item["content"]
         for item in items[:stop_at]
@@ -393,33 +414,75 @@ def snapshot_references(paths: Sequence[str | Path], project_root: str) -> list[
 # The tape
 
 
-def format_read(text: str, offset: Any = None, limit: Any = None) -> str:
-    """A file's content the way agentuse's read tool shows it: 1-based right-aligned line
-    numbers and a tab, long lines cut, a ``[Reading lines a-b of N total]`` header when paged."""
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _js_slice_bound(index: float, length: int) -> int:
+    """``Array.prototype.slice``'s handling of one bound: truncated, negative from the end."""
+    if index != index:  # NaN
+        return 0
+    if index in (math.inf, -math.inf):
+        return length if index > 0 else 0
+    whole = int(index)
+    return max(length + whole, 0) if whole < 0 else min(whole, length)
+
+
+def _utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _truncate_line(line: str, limit: int) -> str:
+    """agentuse's ``truncateEnd``: the first ``limit`` UTF-16 units, without a stranded high
+    surrogate, then the ``... (truncated)`` marker."""
+    units = line.encode("utf-16-le", "surrogatepass")[: 2 * limit]
+    head = units.decode("utf-16-le", "surrogatepass")
+    if head and 0xD800 <= ord(head[-1]) <= 0xDBFF:
+        head = head[:-1]
+    return head + "... (truncated)"
+
+
+def format_read(
+    text: str,
+    offset: Any = None,
+    limit: Any = None,
+    *,
+    max_lines: int = MAX_READ_LINES,
+    max_line_length: int = MAX_READ_LINE,
+) -> dict:
+    """A reference file read as agentuse's replay serves it: ``{"output": ...}`` with 1-based
+    line numbers right-aligned to a common width and a tab, every line of ``text.split("\\n")``
+    (so a trailing newline gives a last, empty line), long lines cut, and a
+    ``[Reading lines a-b of N total]`` header plus a blank line when lines remain after the page.
+    ``offset``/``limit`` follow JavaScript: non-numbers and 0 take the defaults."""
+    start = max(1, offset or 1) if _is_number(offset) else 1
+    count = (limit or max_lines) if _is_number(limit) else max_lines
     lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    total = len(lines)
-    start = (
-        max(int(offset) - 1, 0)
-        if isinstance(offset, (int, float)) and not isinstance(offset, bool)
-        else 0
+    end = min(start + count - 1, len(lines))
+    window = lines[_js_slice_bound(start - 1, len(lines)) : _js_slice_bound(end, len(lines))]
+    width = len(js_number(start + len(window) - 1))
+    body = "\n".join(
+        js_number(start + i).rjust(width)
+        + "\t"
+        + (_truncate_line(line, max_line_length) if _utf16_len(line) > max_line_length else line)
+        for i, line in enumerate(window)
     )
-    count = (
-        int(limit)
-        if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0
-        else total
+    header = (
+        f"[Reading lines {js_number(start)}-{js_number(end)} of {len(lines)} total]\n\n"
+        if end < len(lines)
+        else ""
     )
-    window = lines[start : start + count]
-    width = len(str(start + len(window))) if window else 1
-    body = []
-    for i, line in enumerate(window, start + 1):
-        shown = line if len(line) <= MAX_READ_LINE else line[:MAX_READ_LINE] + "... (truncated)"
-        body.append(f"{i:>{width}}\t{shown}")
-    out = "\n".join(body)
-    if start > 0 or start + len(window) < total:
-        out = f"[Reading lines {start + 1}-{start + len(window)} of {total} total]\n{out}"
-    return out
+    return {"output": header + body}
+
+
+# JavaScript's String.prototype.trim: WhiteSpace (Zs included) and LineTerminator code points.
+_JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+
+def js_trim(text: str) -> str:
+    """``text.trim()`` as JavaScript does it (Python's ``strip`` also removes U+001C..U+001F and
+    U+0085, and keeps U+FEFF)."""
+    return text.strip(_JS_SPACE)
 
 
 def _split_list_input(value: dict, drop_include_data: bool) -> tuple[dict, Any, Any, Any]:
@@ -431,8 +494,12 @@ def _split_list_input(value: dict, drop_include_data: bool) -> tuple[dict, Any, 
     return query, value.get("fields"), value.get("limit"), offset if offset is not None else 0
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _js_truthy(value: Any) -> bool:
+    if isinstance(value, (dict, list)):
+        return True
+    if _is_number(value):
+        return value == value and value != 0
+    return bool(value)
 
 
 def project_store_list(new_input: dict, recorded_input: dict, recorded_output: Any) -> dict | None:
@@ -443,15 +510,15 @@ def project_store_list(new_input: dict, recorded_input: dict, recorded_output: A
         return None
     out = recorded_output
     if not (
-        isinstance(out, dict) and out.get("success") is True and isinstance(out.get("items"), list)
+        isinstance(out, dict) and _js_truthy(out.get("success")) and isinstance(out.get("items"), list)
     ) or has_media(out):
         return None
-    if not (_is_count(offset) and _is_count(rec_offset)) or (
-        limit is not None and not _is_count(limit)
+    if not (_is_number(offset) and _is_number(rec_offset)) or (
+        limit is not None and not _is_number(limit)
     ):
         return None
     rows: list = out["items"]
-    total = out.get("total") if _is_count(out.get("total")) else len(rows) + rec_offset
+    total = out.get("total") if _is_number(out.get("total")) else len(rows) + rec_offset
     start = int(offset - rec_offset)
     end = start + int(limit) if limit is not None else int(total - rec_offset)
     if start < 0 or start > len(rows):
@@ -471,24 +538,28 @@ def project_store_list(new_input: dict, recorded_input: dict, recorded_output: A
 
 
 def _project_row(row: Any, fields: Any, include_data: bool) -> dict | None:
+    """One recorded row cut to ``fields``: a key of the row's ``data`` is copied, a key the row
+    itself carries (its own metadata) is already there, a known absence (the recording used
+    ``includeData``, or the row lists the key in ``missingFields``) goes to ``missingFields``;
+    any other key is unknown and the recording cannot serve the call."""
     if not isinstance(row, dict):
         return None
     data = row.get("data") if isinstance(row.get("data"), dict) else {}
     known_missing = row.get("missingFields") if isinstance(row.get("missingFields"), list) else []
     out = {k: copy.deepcopy(v) for k, v in row.items() if k not in ("data", "missingFields")}
     picked: dict = {}
-    missing = list(known_missing)
+    missing: list = []
     for key in fields or []:
         if key in data:
             picked[key] = copy.deepcopy(data[key])
-        elif key in _ROW_METADATA:
+        elif key in row:
             continue
         elif include_data or key in known_missing:
             if key not in missing:
                 missing.append(key)
         else:
             return None  # a field the recording cannot answer
-    if fields is not None:
+    if fields:
         out["data"] = picked
     if missing:
         out["missingFields"] = missing
@@ -559,7 +630,7 @@ class AgentuseTape:
         if tool in OUTCOME_TOOLS:
             self.stop, self.outcome = OUTCOME_TOOLS[tool], copy.deepcopy(value)
             self._log(tool, value, "outcome")
-            return TapeResult({"replay": True, "recorded": True})
+            return TapeResult({"replay": True, "captured": True})
         reference = self._reference(tool, value)
         if reference is not None:
             return reference
@@ -568,9 +639,7 @@ class AgentuseTape:
             if served is not None:
                 return served
         if tool == "store_list" and self.store_changed:
-            return self._missing(
-                tool, value, "queries after temporary writes require a complete snapshot"
-            )
+            return self._missing(tool, value, STALE_LIST_REASON)
         return self._exact(tool, value)
 
     def _reference(self, tool: str, value: Any) -> TapeResult | None:
@@ -594,12 +663,7 @@ class AgentuseTape:
             return self._missing(tool, value, MISMATCH_REASON)
         rec = queue.popleft()
         if has_media(rec.output):
-            return self._missing(
-                tool,
-                value,
-                "The matching recording contains media, which strict replay cannot serve.",
-                rec.part_id,
-            )
+            return self._missing(tool, value, MEDIA_REASON, rec.part_id)
         self._log(tool, value, "recording", partId=rec.part_id)
         if rec.status == "error":
             return TapeResult(rec.error or "", is_error=True)
@@ -632,8 +696,8 @@ class AgentuseTape:
         item_id = TEMP_ID_PREFIX + str(uuid.uuid4())
         now = self._now_iso()
         fields = {k: copy.deepcopy(v) for k, v in value.items() if k != "intent"}
-        item = {"id": item_id, "createdAt": now, "updatedAt": now, **fields}
-        item.setdefault("data", {})
+        # the replay's own id and the source's start time win over anything the input names
+        item = {**fields, "id": item_id, "createdAt": now, "updatedAt": now}
         self.temp_items[item_id] = item
         self.store_changed = True
         self._log(tool, value, "temporary-store")
@@ -650,16 +714,16 @@ class AgentuseTape:
     def _store_temp(self, tool: str, value: dict, item_id: str) -> TapeResult:
         item = self.temp_items[item_id]
         self._log(tool, value, "temporary-store")
-        base = {"success": True, "replay": True, "store": TEMP_STORE, "id": item_id}
+        base = {"success": True, "store": TEMP_STORE, "id": item_id}
         if tool == "store_delete":
             del self.temp_items[item_id]
             return TapeResult({**base, "deleted": True})
         if tool == "store_update":
             for key, new in value.items():
-                if key in ("id", "intent"):
+                if key in _TEMP_FIXED_KEYS:
                     continue
                 if key == "data" and isinstance(new, dict):
-                    item["data"] = {**item.get("data", {}), **copy.deepcopy(new)}
+                    item["data"] = {**_data_of(item), **copy.deepcopy(new)}
                 else:
                     item[key] = copy.deepcopy(new)
             self.store_changed = True
@@ -667,7 +731,7 @@ class AgentuseTape:
         fields = value.get("fields")
         shown = copy.deepcopy(item)
         if isinstance(fields, list):
-            shown["data"] = {k: v for k, v in item.get("data", {}).items() if k in fields}
+            shown["data"] = {k: v for k, v in _data_of(item).items() if k in fields}
         return TapeResult({**base, "item": shown})
 
     def _store_projection(self, tool: str, value: dict) -> TapeResult | None:
@@ -707,7 +771,7 @@ class AgentuseTape:
             return "proposal"
         if self.stop == "incomplete":
             return "incomplete"
-        if self.stop == "complete" or (finish_reason == "stop" and final_text):
+        if self.stop == "complete" or (finish_reason == "stop" and js_trim(final_text)):
             return "completed"
         return "error"
 
@@ -728,9 +792,9 @@ class AgentuseTape:
         if status == "mismatch":
             error = self.stop_reason
         elif status == "error" and error is None:
-            error = "Replay ended without a proposal or final output"
+            error = NO_OUTCOME_ERROR
         original: dict = {"text": self.source.original_text}
-        if self.source.original_proposal is not None:
+        if self.source.original_proposal is not ABSENT:
             original = {"proposal": self.source.original_proposal, **original}
         current: dict = {"text": final_text}
         if self.proposal is not None:
@@ -759,6 +823,14 @@ class AgentuseTape:
         return report
 
 
+# keys of a temporary item an update cannot change: its replay id and the source-time stamps
+_TEMP_FIXED_KEYS = frozenset({"id", "intent", "createdAt", "updatedAt"})
+
+
+def _data_of(item: dict) -> dict:
+    return copy.deepcopy(item["data"]) if isinstance(item.get("data"), dict) else {}
+
+
 def _metadata(item: dict) -> dict:
     return {k: copy.deepcopy(v) for k, v in item.items() if k != "data"}
 
@@ -768,15 +840,22 @@ def _metadata(item: dict) -> dict:
 
 
 class AgentuseReplayStop(AgentRunError):
-    """The tape stopped the replay (a proposal was captured or an outcome reported); not a
-    failure of the replay itself."""
+    """The tape stopped the replay short of success: ``report_incomplete`` (``INCOMPLETE``)."""
 
-    error_name = "REPLAY_STOPPED"
+    error_name = "INCOMPLETE"
 
 
-# agentuse status of a stopped replay -> recstore replay report status (``replays.report_status``)
+class AgentuseInputMissing(AgentRunError):
+    """The tape found no recording for a call (agentuse's ``REPLAY_INPUT_MISSING`` session error)."""
+
+    error_name = "REPLAY_INPUT_MISSING"
+    code = "REPLAY_INPUT_MISSING"
+
+
+# agentuse replay status -> recstore replay report status (``replays.report_status``, exit code)
 _REPORT_STATUS = {
     "proposal": "completed",
+    "completed": "completed",
     "incomplete": "incomplete",
     "mismatch": "incomplete",
     "error": "error",
@@ -794,17 +873,47 @@ class AgentuseReplay:
 
 
 def _tape_executor(tape: AgentuseTape) -> Any:
+    """Every call goes to the tape and its answer to the model as is: a recorded output as
+    recorded, a recorded error as its message (agentuse re-raises it as a tool error, which the
+    model reads as that text), a stop's ``{replay, ...}`` object."""
+
     def execute(tool: Any, arguments: Any, call: Any) -> Any:
         result = tape.call(tool.name, arguments)
-        if tape.stop == "missing":
-            raise ReplayInputMissingError(tool.name, "", canonical_json(arguments))
-        if tape.stop is not None:
-            raise AgentuseReplayStop(f"replay stopped: {tape.stop}")
-        if result.is_error:  # the model sees the recorded failure, as agentuse replays it
-            return {"success": False, "error": result.error_message}
-        return result.value
+        return result.error_message if result.is_error else result.value
 
     return execute
+
+
+def _tape_halt(tape: AgentuseTape) -> Any:
+    """After a step with a stop, end the run as agentuse's runner does (``replay.stopped()``):
+    cleanly after a proposal or ``report_complete``, failed otherwise."""
+
+    def halt() -> Exception | None:
+        if tape.stop in ("proposal", "complete"):
+            return RunHalted(tape.stop)
+        if tape.stop == "incomplete":
+            return AgentuseReplayStop("Agent reported incomplete")
+        if tape.stop == "missing":
+            missing = next(c for c in tape.calls if c["source"] == "missing")
+            return AgentuseInputMissing(
+                f"{tape.stop_reason} Unmatched call: {missing['tool']} "
+                f"{canonical_json(missing['input'])}"
+            )
+        return None
+
+    return halt
+
+
+def current_instructions(candidate: Any, context: Any = None) -> str:
+    """The candidate entry agent's instructions, as its first request would resolve them."""
+    built = candidate.build() if isinstance(candidate, Harness) else candidate
+    return built.entry.resolve_instructions({} if context is None else context)
+
+
+def agentuse_user_message(instructions: str, user_prompt: str | None) -> str:
+    """The one user message of an agentuse replay: the current instructions, then two newlines
+    and the recorded user prompt when the source had one (never the old instructions)."""
+    return f"{instructions}\n\n{user_prompt}" if user_prompt else instructions
 
 
 def replay_agentuse(
@@ -820,10 +929,18 @@ def replay_agentuse(
     run_id: str | None = None,
 ) -> AgentuseReplay:
     """Strictly replay ``source_record`` against ``candidate`` (a harness or candidate), serving
-    every tool call from ``recordings`` under agentuse's rules."""
+    every tool call from ``recordings`` under agentuse's rules.
+
+    The model gets :func:`agentuse_user_message` as its input and tool results without aioc's
+    envelope. The report's status follows agentuse (``proposal`` and ``completed`` succeed); the
+    aioc comparison with the source is kept in the report's ``differences`` and ``reason`` but no
+    longer decides the verdict. ``input_mode`` is recorded but agentuse has a single input rule.
+    """
     tape = AgentuseTape(
         recordings, project_root=project_root, references=references, strip_keys=strip_keys
     )
+    instructions = current_instructions(candidate, source_record.get("contextSnapshot"))
+    message = agentuse_user_message(instructions, recordings.user_prompt)
     outcome = replay_run(
         source_record,
         candidate,
@@ -833,16 +950,18 @@ def replay_agentuse(
         provider=provider,
         run_id=run_id,
         tool_executor=_tape_executor(tape),
+        input_override=(message, "agentuse"),
+        envelope_outputs=False,
+        halt=_tape_halt(tape),
     )
     record = outcome.record or {}
     failure = outcome.error
     error = (
         None
-        if failure is None or isinstance(failure, (AgentuseReplayStop, ReplayInputMissingError))
+        if failure is None or isinstance(failure, (AgentuseReplayStop, AgentuseInputMissing))
         else str(failure)
     )
-    finish = "stop" if record.get("status") == "completed" else None
-    snapshots = record.get("promptSnapshots") or [{}]
+    finish = "stop" if record.get("status") == "completed" and tape.stop is None else None
     harness = (record.get("metadata") or {}).get("harness") or {}
     report = tape.report(
         session_id=str(record.get("runId")),
@@ -850,8 +969,7 @@ def replay_agentuse(
         final_text=record.get("response") or "",
         finish_reason=finish,
         error=error,
-        # the fresh instructions as the first request sent them; the candidate's descriptor hash
-        instructions_sha256=snapshots[0].get("promptHash"),
+        instructions_sha256=sha256_text(instructions),
         agent_sha256=str(harness.get("descriptorHash", "")).removeprefix("sha256:") or None,
     )
     if outcome.record is not None:
@@ -860,11 +978,24 @@ def replay_agentuse(
     outcome.stats.recordedToolCalls = len(recordings.recordings)
     outcome.stats.replayedFromRecord = served
     outcome.stats.missingToolCalls = sum(c["source"] == "missing" for c in tape.calls)
-    if report["status"] != "completed":  # a completed run keeps the comparison's verdict
-        outcome.report.status = _REPORT_STATUS[report["status"]]
-        outcome.report.reason = report.get("error") or "proposal captured"
+    _agentuse_verdict(outcome.report, report)
     outcome.report.unconsumed = sum(len(q) for q in tape.queues.values())
     return AgentuseReplay(outcome, report)
+
+
+def _agentuse_verdict(verdict: Any, report: dict) -> None:
+    """agentuse's status decides ``verdict.status`` (and so the exit code); the aioc comparison
+    stays in ``differences`` and is named in ``reason``."""
+    compared = "the same response and tool calls as the source"
+    if verdict.differences:
+        compared = "a different response or tool calls than the source (reported, not judged)"
+    status = report["status"]
+    verdict.status = _REPORT_STATUS[status]
+    detail = report.get("error") or compared
+    missing = next((c for c in report["calls"] if c["source"] == "missing"), None)
+    if missing is not None:  # agentuse's CLI names the call and its exact input
+        detail += f" Unmatched call: {missing['tool']} {canonical_json(missing['input'])}"
+    verdict.reason = f"agentuse {status}: {detail}"
 
 
 def source_recordings(store: Any, run_key: str, record: dict) -> RecordingSet:
@@ -892,6 +1023,10 @@ def replay_stored_agentuse(
     strict rules against ``job``'s candidate and store each replay with its lineage.
 
     Returns ``ReplayResult`` rows like :func:`recstore.replay.batch.replay_stored`.
+
+    Raises:
+        ReplaySourceError: a source agentuse refuses (mock, still running, corrupt, ...);
+            nothing is replayed or stored for it, as with an external replayer.
     """
     from recstore.errors import RecstoreError
     from recstore.replay.batch import ReplayResult
@@ -900,8 +1035,8 @@ def replay_stored_agentuse(
 
     results = []
     for source in load_sources(store, list(run_keys)):
+        recordings = source_recordings(store, source.run_key, source.record)
         try:
-            recordings = source_recordings(store, source.run_key, source.record)
             root = project_root or recordings.cwd
             references = snapshot_references(reference_paths, root) if reference_paths else ()
             candidate = job.candidate_for(source.record)

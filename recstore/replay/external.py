@@ -148,7 +148,8 @@ def _matching_rules(matching: str, recordings: RecordingSet | None, strip: froze
         }
     return {
         "name": "agentuse",
-        "key": "canonical JSON of [tool, arguments], object keys sorted at every depth",
+        "key": "canonical JSON of [tool, arguments], object keys sorted at every depth "
+        "(array-index keys first; canonically equivalent keys keep their order; __proto__ kept)",
         "ignoreTopLevelKeys": sorted(strip),
         "resolvePath": {
             "tool": "tools__filesystem_read",
@@ -156,6 +157,7 @@ def _matching_rules(matching: str, recordings: RecordingSet | None, strip: froze
             "sourceRoot": recordings.cwd if recordings else None,
         },
         "queues": "FIFO per key",
+        "outputs": "handed to the model as recorded, no envelope added (an aioc output keeps its own)",
         "recordedErrors": "raised as tool errors with the recorded message",
         "recordedUntil": "the first await_human call or follow-up user prompt of the source",
         "storeList": "served from a wider recorded page when the window and fields fit (agentuse §3.5)",

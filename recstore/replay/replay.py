@@ -31,6 +31,7 @@ from recstore.replay.providers import OpenAIProvider, OpenAISettings, RecordedPr
 from recstore.replay.tape import ToolTape, build_tape
 from recstore.runtime import (
     AgentRunError,
+    Halt,
     ModelRequest,
     ModelResponse,
     PolicyInput,
@@ -357,18 +358,23 @@ def replay_run(
     run_id: str | None = None,
     clock: Callable[[], str] | None = None,
     tool_executor: Callable[[Tool, Any, PolicyInput], Any] | None = None,
+    input_override: tuple[str | list[dict], str] | None = None,
+    envelope_outputs: bool = True,
+    halt: Halt | None = None,
 ) -> ReplayOutcome:
     """Replay ``source_record`` (JSON form) against ``candidate`` in ``mode``.
 
     ``provider`` overrides the candidate's provider settings (default: the ``recorded``
     provider). ``context`` overrides the source's ``contextSnapshot``. ``tool_executor`` replaces
-    the aioc tape in strict/hybrid mode (other matching rules, e.g. agentuse's). The replay record's
-    ``metadata`` is ``{replayOfRunId, harness, **metadata_overrides}``.
+    the aioc tape in strict/hybrid mode (other matching rules, e.g. agentuse's). ``input_override``
+    replaces the rebuilt input with ``(input, inputSource)``; ``envelope_outputs`` and ``halt``
+    go to :func:`recstore.runtime.run`. The replay record's ``metadata`` is
+    ``{replayOfRunId, harness, **metadata_overrides}``.
     """
     if mode not in MODES:
         raise InputError(f"unknown replay mode {mode!r} (use live, strict or hybrid)")
     built = candidate.build() if isinstance(candidate, Harness) else candidate
-    replay_in, input_source = replay_input(source_record, input_mode)
+    replay_in, input_source = input_override or replay_input(source_record, input_mode)
     rules = built.tape_rules
     tape = build_tape(source_record, rules)
     stats = ReplayStats(recordedToolCalls=tape.recorded_tool_calls, inputSource=input_source)
@@ -401,6 +407,8 @@ def replay_run(
         include_prompt_text=built.include_prompt_text,
         clock=clock,
         tool_executor=executor,
+        envelope_outputs=envelope_outputs,
+        halt=halt,
     )
     record = result.record
     comparison = compare_records(source_record, record, include_sections=FIDELITY_SECTIONS)

@@ -43,6 +43,8 @@ from recstore.runtime.errors import (
 )
 from recstore.runtime.loop import (
     RUNTIME_VERSION,
+    Halt,
+    RunHalted,
     RunResult,
     ToolExecutor,
     handoff_tool_name,
@@ -75,6 +77,7 @@ __all__ = [
     "Handoff",
     "HandoffApprovalRequiredError",
     "HandoffPolicyDeniedError",
+    "Halt",
     "MaxTurnsExceededError",
     "ModelRequest",
     "ModelResponse",
@@ -85,6 +88,7 @@ __all__ = [
     "Provider",
     "ProviderFailure",
     "ProviderToolCall",
+    "RunHalted",
     "RunResult",
     "ScriptExhaustedError",
     "ScriptedProvider",

@@ -46,6 +46,8 @@ from recstore.runtime.schema import validate_arguments
 
 __all__ = [
     "RUNTIME_VERSION",
+    "Halt",
+    "RunHalted",
     "RunResult",
     "ToolExecutor",
     "handoff_tool_name",
@@ -58,6 +60,15 @@ __all__ = [
 RUNTIME_VERSION = f"recstore-{__version__}"
 
 ToolExecutor = Callable[[Tool, Any, PolicyInput], Any]
+
+
+class RunHalted(Exception):
+    """What a :data:`Halt` hook returns to end a run cleanly (``completed``, no final answer)."""
+
+
+Halt = Callable[[], Exception | None]
+"""Asked after each turn's tool calls: ``None`` to go on, :class:`RunHalted` to end the run
+cleanly, any other exception to fail it. Sibling calls of the turn have all run by then."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +209,8 @@ class _Run:
 
     def __init__(self, agent: Agent, input_items: list[dict], *, provider: Provider, context: Any,
                  policies: Policies, run_id: str, clock: Callable[[], str],
-                 include_prompt_text: bool, tool_executor: ToolExecutor | None):
+                 include_prompt_text: bool, tool_executor: ToolExecutor | None,
+                 envelope_outputs: bool = True, halt: Halt | None = None):
         self.agent = agent
         self.history = input_items
         self.provider = provider
@@ -208,6 +220,8 @@ class _Run:
         self.clock = clock
         self.include_prompt_text = include_prompt_text
         self.tool_executor = tool_executor
+        self.envelope_outputs = envelope_outputs
+        self.halt = halt
         self.response = ""
         self.prompt_snapshots: list[dict] = []
         self.fingerprints: list[dict] = []
@@ -220,6 +234,11 @@ class _Run:
         for index in range(max_turns):
             if self.turn(index + 1):
                 return
+            stop = self.halt() if self.halt is not None else None
+            if isinstance(stop, RunHalted):
+                return
+            if stop is not None:
+                raise stop
         raise MaxTurnsExceededError(max_turns)
 
     def turn(self, turn: int) -> bool:
@@ -319,7 +338,8 @@ class _Run:
             raise ToolCallPolicyDeniedError(tool.name, result["reason"])
         validated = validate_arguments(tool.parameters, arguments)
         if self.tool_executor is not None:
-            return ok_envelope(self.tool_executor(tool, validated, policy_input))
+            output = self.tool_executor(tool, validated, policy_input)
+            return ok_envelope(output) if self.envelope_outputs else output
         if tool.func is None:
             raise AgentRunError(f'Tool "{tool.name}" has no implementation.')
         return ok_envelope(tool.func(validated, self.context))
@@ -366,6 +386,8 @@ def run(
     clock: Callable[[], str] | None = None,
     id_factory: Callable[[], str] | None = None,
     tool_executor: ToolExecutor | None = None,
+    envelope_outputs: bool = True,
+    halt: Halt | None = None,
 ) -> RunResult:
     """Run ``agent`` on ``input`` (a user message, or history items) and record it like aioc.
 
@@ -385,6 +407,9 @@ def run(
             ``PolicyInput`` the policy saw (agent, call id, turn, raw arguments, context). Return
             ``ABSENT`` for an output without ``data``; raise to fail the run (the record names
             the exception).
+        envelope_outputs: wrap ``tool_executor`` outputs in aioc's ``ok`` envelope (default);
+            ``False`` hands them to the model as they are (agentuse's runtime does no wrapping).
+        halt: a :data:`Halt` hook asked after every turn that ended in tool calls.
 
     Returns:
         ``RunResult(output, record, error)``. Run failures never raise: the record has
@@ -397,6 +422,7 @@ def run(
         agent, list(input_items), provider=provider, context={} if context is None else context,
         policies=policies or Policies(), run_id=run_id or (id_factory or _uuid)(), clock=clock,
         include_prompt_text=include_prompt_text, tool_executor=tool_executor,
+        envelope_outputs=envelope_outputs, halt=halt,
     )
     error: Exception | None = None
     try:

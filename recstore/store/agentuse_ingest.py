@@ -36,7 +36,9 @@ from recstore.formats.agentuse import (
     assemble_run,
     is_agentuse_tree,
     iso_ms,
+    message_columns,
     scan_tree,
+    session_columns,
     to_run_record,
 )
 from recstore.formats.events import Event, record_to_events
@@ -167,6 +169,7 @@ def _patch_run_row(row: dict, run: AgentuseRun) -> None:
         tokens_cache_write=tokens.get("cache_write"),
         replay_of_run_id=lineage.get("strict_replay"),
         result_of_run_id=lineage.get("result_test"),
+        **session_columns(root),
     )
 
 
@@ -199,6 +202,11 @@ def _patch_tool_calls(rows: list[dict], run: AgentuseRun, origins: list) -> None
             child_session_id=call.child_session_id,
             child_link=call.child_link,
             child_link_confidence=call.child_link_confidence,
+            superseded=call.superseded,
+            parent_call_id=call.parent_call_id,
+            raw_approved_input=dumps_json(call.raw_approved_input)
+            if call.raw_approved_input is not None
+            else None,
         )
 
 
@@ -232,6 +240,7 @@ def _visit_rows(run: AgentuseRun, ctx: RunContext, origins: list) -> list[dict]:
                 "model": v.model,
                 "tokens_input": v.tokens.get("input"),
                 "tokens_output": v.tokens.get("output"),
+                **message_columns(run, v),
             }
         )
     return rows
@@ -240,8 +249,9 @@ def _visit_rows(run: AgentuseRun, ctx: RunContext, origins: list) -> list[dict]:
 def _gate_rows(
     run: AgentuseRun, ctx: RunContext, seq_of_path: dict[str, int], default_seq: int
 ) -> list[dict]:
-    """``await_human`` gates as suspended proposals (kind ``approval_gate``); the decision is the
-    reason, the reviewer's comment the public reason. Resume tokens are left out."""
+    """Gates as suspended proposals: ``await_human`` parts (kind ``approval_gate``; the decision
+    is the reason, the reviewer's comment the public reason) and tool calls held for approval
+    (kind ``tool_approval``; reason = the part's state). Resume tokens are left out."""
     agents = {v.session_id: v.agent_id for v in run.visits}
     paths = {c.part_id: c.rel_path for c in run.tool_calls}
     rows = []
@@ -253,21 +263,28 @@ def _gate_rows(
                 "proposal_index": i,
                 "turn": g.turn,
                 "call_id": g.call_id,
-                "kind": "approval_gate",
+                "kind": g.kind,
                 "agent": agents.get(g.session_id),
-                "tool_name": "await_human",
+                "tool_name": g.tool,
                 "reason": g.decision or g.status,
                 "public_reason": g.comment,
                 "args_canonical": canonical_json(g.input) if g.input is not None else None,
                 "timestamp_text": iso_ms(g.suspended_at or g.t_start),
-                "metadata": dumps_json(
-                    {"status": g.status, "reviewer": g.reviewer, "resumePayload": payload}
-                ),
+                "metadata": dumps_json(_gate_metadata(g, payload)),
                 "payload": dumps_json(g.input),
                 "event_seq": seq_of_path.get(paths.get(g.part_id, ""), default_seq),
             }
         )
     return rows
+
+
+def _gate_metadata(gate: Any, payload: dict) -> dict:
+    meta = {"status": gate.status, "reviewer": gate.reviewer, "resumePayload": payload}
+    if gate.raw_approved_input is not None:
+        meta["rawApprovedInput"] = gate.raw_approved_input
+    if gate.superseded:
+        meta["superseded"] = True
+    return meta
 
 
 # ----------------------------------------------------------------------------------------------
