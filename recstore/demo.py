@@ -60,6 +60,7 @@ class _Demo:
         self.workdir = workdir
         self.db = workdir / "demo.duckdb"
         self.out = out
+        self.commands: list[dict] = []  # every command run and its exit status (demo --json)
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
@@ -78,6 +79,7 @@ class _Demo:
             code = cli.main(args=argv, prog_name="recstore", standalone_mode=False, obj={}) or 0
         except SystemExit as exc:
             code = int(exc.code or 0)
+        self.commands.append({"argv": ["recstore", *argv], "exit": code})
         if code not in expect:
             raise click.ClickException(f"demo step `recstore {shlex.join(args)}` exited {code}")
         return code
@@ -102,8 +104,9 @@ def _pick_handoff_case(n: int, seed: int) -> tuple[dict, dict]:
 
 
 def run_demo(workdir: Path | None = None, n: int = 200, seed: int = 7,
-             out: TextIO | None = None) -> Path:
-    """Generate a corpus and run the pipeline on it; returns the work directory."""
+             out: TextIO | None = None) -> dict:
+    """Generate a corpus and run the pipeline on it, printing each command and its output to
+    ``out``; returns the work directory, store, reports and every command with its exit status."""
     workdir = private_dir(workdir or tempfile.mkdtemp(prefix="recstore-demo-"))
     demo = _Demo(workdir, out or click.get_text_stream("stdout"))
     demo.say(f"recstore demo in {workdir}")
@@ -167,4 +170,5 @@ def run_demo(workdir: Path | None = None, n: int = 200, seed: int = 7,
     demo.say()
     demo.say(f"Done. Everything is in {workdir} (store: {demo.db.name}).")
     demo.say(f"Reports: {report} and {reports}/")
-    return workdir
+    return {"workdir": str(workdir), "store": str(demo.db), "compareReport": str(report),
+            "sweepReports": str(reports), "commands": demo.commands}

@@ -95,3 +95,17 @@ def reverse_key_order(value):
     if isinstance(value, list):
         return [reverse_key_order(v) for v in value]
     return value
+
+
+class ProgressLog:
+    """A :class:`recstore.progress.Progress` that records every update, and interrupts the
+    work (as Ctrl-C would) once ``stop_at`` units are done."""
+
+    def __init__(self, stop_at: int | None = None):
+        self.seen: list[tuple[int, int | None]] = []
+        self.stop_at = stop_at
+
+    def update(self, done: int, total: int | None = None) -> None:
+        self.seen.append((done, total))
+        if self.stop_at is not None and done >= self.stop_at:
+            raise KeyboardInterrupt

@@ -5,14 +5,15 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import shutil
 import subprocess
 import sys
+from html import unescape
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from .browser import dom, needs_chromium, screenshot, text_of
 from .conftest import AIOC_FIXTURES, CORPUS_DEV
 
 CASES = 60  # the first corpus-dev cases: enough for failures, warns, drift and flips
@@ -123,42 +124,92 @@ def test_bad_input_is_one_line(db, args, message):
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="Chromium is not installed")
-def test_html_report_renders_in_headless_chromium(db, tmp_path):
-    html = tmp_path / "report.html"
-    done = recstore(db, "compare", *BULK, "--html", str(html), "--no-record")
+@pytest.fixture(scope="module")
+def report(db, tmp_path_factory) -> tuple[Path, dict]:
+    """The HTML report of the bulk comparison and the same comparison as JSON."""
+    html = tmp_path_factory.mktemp("report") / "report.html"
+    done = recstore(db, "compare", *BULK, "--html", str(html), "--no-record", "--json")
     assert done.returncode == 1 and html.exists()
+    return html, json.loads(done.stdout)
+
+
+def test_html_report_is_one_file_without_network_or_none(report):
+    text = report[0].read_text(encoding="utf-8")
+    assert not re.search(r"(src|href)=[\"']?(https?:)?//", text), "no external assets"
+    assert "script-src 'sha256-" in unescape(text)  # only the page's own script may run
+    assert ">None<" not in text and "None" not in text_of(text)
+
+
+@needs_chromium
+def test_html_report_shows_every_pair_regressions_first(report, tmp_path):
+    html, result = report
+    width, height, pixels = screenshot(tmp_path / "profile", html, tmp_path / "report.png")
+    assert (width, height) == (1400, 1800) and len(set(pixels[::97])) > 20
+    page = dom(tmp_path / "profile", html)
+    assert f'<b id="pair-count">{CASES} pairs</b>' in page
+    assert "<svg" in page and "tool-call drift" in page
+    assert f"showing 1–50 of {CASES} pairs" in page
+    rows = re.findall(r'<tr class="row[^"]*" data-pair="(\d+)">(.*?)</tr>', page)
+    assert len(rows) == 50
+    regressed = {p["pair_index"] for p in result["pairs"]
+                 if p["status_a"] == "completed" and p["status_b"] == "failed"}
+    assert regressed, "the first cases include completed → failed pairs"
+    first = [int(i) for i, _ in rows[: len(regressed)]]
+    assert set(first) == regressed  # regressions lead the table
+    assert all("regression" in cells for _, cells in rows[: len(regressed)])
+    assert "None" not in text_of(page)
+
+
+@needs_chromium
+def test_a_filter_narrows_the_table(report, tmp_path):
+    html, result = report
+    warned = [p for p in result["pairs"] if p["classification"] == "warn"]
+    page = dom(tmp_path / "profile", html, "cls=warn")
+    shown = min(len(warned), 50)
+    assert f"showing 1–{shown} of {len(warned)} pairs (filtered from {CASES})" in page
+    pills = re.findall(r'<span class="pill (\w+)">', page)
+    assert len(pills) == shown and set(pills) == {"warn"}
+
+    tool = next(t["tool"] for t in result["aggregate"]["tools"] if t["tool"])
+    searched = dom(tmp_path / "profile", html, f"q={tool}")
+    count = re.search(r"showing 1–\d+ of (\d+) pairs", searched)
+    assert count and 0 < int(count.group(1)) <= CASES
+
+
+@needs_chromium
+def test_a_pair_opens_with_responses_and_aligned_tool_calls(report, tmp_path):
+    html, result = report
+    pair = max((p for p in result["pairs"] if not p["same_tool_call_shape"]
+                and not p["same_final_response"] and p["response_length_a"]
+                and p["response_length_b"]), key=lambda p: p["difference_count"])
+    page = dom(tmp_path / "profile", html, f"pair={pair['pair_index']}")
+    detail = re.search(r'<div class="pair-detail" data-pair="(\d+)">(.*?)</div></td>', page, re.S)
+    assert detail and int(detail.group(1)) == pair["pair_index"]
+    body = detail.group(2)
+    assert pair["baseline_run_key"] in body and pair["candidate_run_key"] in body
+    assert "Tool calls, aligned" in body
+    steps = re.findall(r'<tr class="step-(matched|changed|added|removed)">', body)
+    assert {"changed", "added", "removed"} & set(steps)
+    sides = re.findall(r'<div class="side" data-side="(baseline|candidate)">(.*?)</div>', body, re.S)
+    assert [side for side, _ in sides] == ["baseline", "candidate"]
+    assert "<del>" in sides[0][1] or "<ins>" in sides[1][1]  # the word diff
+    assert "Policy and guardrail decision changes" in body
+
+
+@needs_chromium
+def test_slices_count_per_metadata_value_and_filter_the_table(report, tmp_path):
+    html, _ = report
     text = html.read_text(encoding="utf-8")
-    assert not re.search(r"(src|href)=\"(https?:)?//", text), "no external assets"
-    browser = [
-        "chromium",
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--window-size=1280,2000",
-    ]
-    png = tmp_path / "report.png"
-    shot = subprocess.run(
-        [*browser, f"--screenshot={png}", html.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert shot.returncode == 0, shot.stderr[-2000:]
-    assert "CONSOLE" not in shot.stderr and "Uncaught" not in shot.stderr
-    data = png.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
-    dom = subprocess.run(
-        [*browser, "--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=180
-    )
-    assert f'<b id="pair-count">{CASES} pairs</b>' in dom.stdout
-    assert "<svg" in dom.stdout and "tool-call drift" in dom.stdout
-    assert dom.stdout.count("<details>") >= 1
+    slices = re.findall(r"<tr><td>metadata\.suite</td><td>([^<]+)</td><td class=\"n\">(\d+)</td>",
+                        text)
+    assert len(slices) >= 2 and sum(int(n) for _, n in slices) == CASES
+    dims = re.findall(r'<optgroup label="([^"]+)">', text)
+    suite = dims.index("metadata.suite")
+    values = re.findall(rf'<option value="{suite}:(\d+)">metadata\.suite = ([^<]+)</option>', text)
+    index, name = values[0]
+    expected = dict(slices)[name]
+    page = dom(tmp_path / "profile", html, f"slice={suite}:{index}&sort=key")
+    assert f"of {expected} pairs (filtered from {CASES})" in page
+    keys = re.findall(r'<tr class="row[^"]*" data-pair="\d+"><td class="n">\d+</td><td>([^<]+)</td>',
+                      page)
+    assert keys == sorted(keys)  # sorted by case id

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -62,16 +63,33 @@ def test_csv_has_header_and_text_cells(fixture_store):
     assert json.loads(rows[1][4]) == json.loads(expected[0][4])
 
 
-def test_table_truncates_long_cells_and_counts_rows(fixture_store):
+def test_table_keeps_keys_whole_wraps_long_cells_and_counts_rows(fixture_store):
     text = _write(fixture_store, "table")
-    lines = text.splitlines()
-    header, rule, *body, footer = lines
+    header, rule, *body, footer = text.splitlines()
     assert header.split() == ["run_key", "status", "duration_ms", "started", "metadata"]
-    widths = [len(part) for part in rule.split("  ")]
-    assert max(widths) <= 48
-    assert footer == f"({len(_expected(fixture_store))} rows)"
-    assert any("…" in line for line in body), "long metadata values are cut"
+    assert set(rule) == {"─"}
+    expected = _expected(fixture_store)
+    assert footer == f"({len(expected)} rows)"
+    starts = [line.split()[0] for line in body if line[:1] not in (" ", "")]
+    assert starts == [row[0] for row in expected]  # every run key whole, at a row's start
+    assert len(body) > len(expected), "long metadata values wrap onto more lines"
     assert all(len(line) <= len(rule) for line in body)
+
+
+def test_table_fits_a_terminal_width_counting_wide_characters():
+    from rich.cells import cell_len
+
+    from recstore.query.table import write_table
+
+    out = io.StringIO()
+    rows = [["aioc:" + "k" * 36, "研究 Agent " * 6, "x" * 300]]
+    write_table(["run_key", "agent", "note"], rows * 3, out, width=80)
+    lines = out.getvalue().splitlines()[:-1]
+    assert max(cell_len(line) for line in lines) <= 80
+    assert sum(("aioc:" + "k" * 36) in line for line in lines) == 3  # keys never wrapped
+    one = io.StringIO()
+    write_table(["run_key", "agent", "note"], rows, one, width=80)
+    assert one.getvalue().startswith("-[ row 1 ]")  # a single row that does not fit: vertical
 
 
 def test_parquet_needs_output_and_round_trips(fixture_store, tmp_path):
@@ -152,3 +170,29 @@ def test_json_and_csv_round_trip_any_values(rows):
     write_result(stream(), "csv", stdout=out)
     back = list(csv.reader(io.StringIO(out.getvalue())))[1:]
     assert back == [[r[0], str(r[1]), r[2] or ""] for r in rows]
+
+
+def test_results_as_arrow_pandas_and_polars(fixture_store):
+    expected = _expected(fixture_store)
+    with run_query(fixture_store, QUERY) as result:
+        table = result.arrow()
+    assert table.column_names == ["run_key", "status", "duration_ms", "started", "metadata"]
+    assert table.column("run_key").to_pylist() == [row[0] for row in expected]
+    with run_query(fixture_store, QUERY) as result:
+        frame = result.df()
+    assert list(frame["run_key"]) == [row[0] for row in expected]
+    with run_query(fixture_store, QUERY) as result:
+        polars_frame = result.pl()
+    assert polars_frame["status"].to_list() == [row[1] for row in expected]
+    with run_query(fixture_store, "SELECT run_key FROM runs WHERE false") as result:
+        assert result.arrow().num_rows == 0
+
+
+@pytest.mark.parametrize(("method", "extra"), [("df", "pandas"), ("pl", "polars")])
+def test_a_missing_dataframe_library_names_the_extra(monkeypatch, method, extra):
+    batch = pa.record_batch({"n": [1, 2]})
+    result = ResultStream(["n"], ["INTEGER"], iter([batch]), batch.schema)
+    monkeypatch.setitem(sys.modules, extra, None)  # as if it were not installed
+    with pytest.raises(ImportError) as caught:
+        getattr(result, method)()
+    assert f"pip install 'recstore[{extra}]'" in str(caught.value)

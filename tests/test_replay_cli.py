@@ -12,7 +12,7 @@ import pytest
 
 from recstore.store import Store
 
-from .conftest import AIOC_FIXTURES, AIOC_RECORD_NAMES, REPO_ROOT
+from .conftest import AIOC_FIXTURES, AIOC_RECORD_NAMES, REPO_ROOT, ProgressLog
 
 
 def recstore(db, *args, env=None):
@@ -142,28 +142,15 @@ def test_batches_read_and_write_in_chunks_in_order(tmp_path, monkeypatch):
     store = Store(tmp_path / "chunks.duckdb")
     store.ingest([str(AIOC_FIXTURES / f"{name}.json") for name in AIOC_RECORD_NAMES])
     keys = sorted(f"aioc:{name}" for name in AIOC_RECORD_NAMES)
-    seen = []
-    results = batch.replay_stored(store, keys, batch.ReplayJob(), workers=2, progress=lambda d, t: seen.append((d, t)))
+    progress = ProgressLog()
+    results = batch.replay_stored(store, keys, batch.ReplayJob(), workers=2, progress=progress)
+    seen = progress.seen
     assert [r.source_run_key for r in results] == keys
     assert {r.report.status for r in results} == {"completed"}
     assert seen[-1] == (13, 13) and len(seen) == 13
     with store.reader() as con:
         stored = con.execute("SELECT source_run_key, replay_run_key FROM replays ORDER BY source_run_key").fetchall()
     assert stored == [(r.source_run_key, r.replay_run_key) for r in results]
-
-
-def test_progress_bar_only_on_a_terminal(capsys, monkeypatch):
-    from recstore.cli.replay_cmds import _Progress
-
-    monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
-    quiet = _Progress()
-    quiet(1, 2)
-    bar = _Progress()
-    bar.enabled = True
-    bar(1, 2)
-    bar(2, 2)
-    err = capsys.readouterr().err
-    assert err == "\r[" + "#" * 15 + "." * 15 + "] 1/2\r[" + "#" * 30 + "] 2/2\n"
 
 
 def test_replays_survive_a_rebuild_from_the_log(store_path):

@@ -3,10 +3,7 @@ the case count, the trend chart and the drifting tool, with no console errors.""
 
 from __future__ import annotations
 
-import shutil
-import struct
-import subprocess
-import zlib
+import re
 from pathlib import Path
 
 import pytest
@@ -17,29 +14,7 @@ from recstore.sweep.runner import run_sweep
 from recstore.sweep.spec import parse_spec
 from recstore.synth import generate_corpus
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    profile = tmp_path / "chromium-profile"
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
-                           "--v=0", *args], capture_output=True, text=True, timeout=120)
-
-
-def png_pixels(path: Path) -> tuple[int, int, bytes]:
-    """Width, height and the decompressed scanlines of a PNG (enough to see it is not blank)."""
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = struct.unpack(">II", data[16:24])
-    idat, pos = b"", 8
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        if kind == b"IDAT":
-            idat += data[pos + 8:pos + 8 + length]
-        pos += 12 + length
-    return width, height, zlib.decompress(idat)
+from .browser import dom, needs_chromium, screenshot
 
 
 @pytest.fixture(scope="module")
@@ -64,19 +39,34 @@ def report_html(tmp_path_factory) -> Path:
     return html
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
+@needs_chromium
 def test_report_renders_in_headless_chromium(report_html, tmp_path):
-    shot = tmp_path / "report.png"
-    done = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,1600", report_html.as_uri())
-    assert shot.exists(), done.stderr[-2000:]
-    width, height, pixels = png_pixels(shot)
+    width, height, pixels = screenshot(tmp_path / "profile", report_html, tmp_path / "report.png",
+                                       "1200,1600")
     assert (width, height) == (1200, 1600)
     assert len(set(pixels[::97])) > 20  # tiles, chart and text, not a blank page
-    console = [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
-    assert console == []
 
-    dom = chromium(tmp_path, "--dump-dom", report_html.as_uri())
-    assert dom.returncode == 0
-    assert '<span id="case-count">40 cases</span>' in dom.stdout
-    assert "<svg" in dom.stdout and "get_finance_report" in dom.stdout
-    assert "newly failing" in dom.stdout
+    page = dom(tmp_path / "profile", report_html)
+    assert '<span id="case-count">40 cases</span>' in page
+    assert "<svg" in page and "get_finance_report" in page
+    assert "newly failing" in page
+
+
+def test_trend_has_dates_and_a_fail_rate_line(report_html):
+    page = report_html.read_text(encoding="utf-8")
+    assert len(re.findall(r'font-size="10" text-anchor="middle" fill="#5b6472">\d\d-\d\d \d\d:\d\d<', page)) == 2
+    (points,) = re.findall(r'<polyline points="([^"]+)"', page)
+    assert len(points.split()) == 2  # one point per run
+    assert re.search(r"fail rate 2\.5%", page)  # 1 of 40 failed in the second run
+
+
+def test_run_keys_link_to_their_case_and_a_stopped_replay_is_summarised(report_html):
+    page = report_html.read_text(encoding="utf-8")
+    newly = re.search(r"newly failing <a href=\"#case-(\d+)\"><code>(aioc:[^<]+)</code></a>", page)
+    assert newly, "a newly failing run key links to its case"
+    case = re.search(rf'<details id="case-{newly.group(1)}"[^>]*>(.*?)</details>', page, re.S)
+    assert case and newly.group(2) in case.group(1)
+    body = case.group(1)
+    assert "<b>Stopped:</b>" in body
+    assert 'class="difference-summary"' in body and "missing_right" in body
+    assert "<th>source</th><th>replay</th>" not in body  # no rows of JSON for a stopped replay

@@ -24,6 +24,8 @@ from recstore.sweep.runner import run_sweep
 from recstore.sweep.spec import load_spec
 from recstore.synth import generate_corpus
 
+from .conftest import ProgressLog
+
 CHANGED_TOOL = "get_finance_report"
 CASES = 80
 # The shipped example is the spec under test, so the documentation cannot drift from what works.
@@ -77,12 +79,8 @@ def interrupted_run(store: Store, spec, monkeypatch, *, group: int, after: int) 
     monkeypatch.setattr(runner_module, "FLUSH_CASES", group)
     monkeypatch.setattr(runner_module, "FLUSH_SECONDS", 3600.0)
 
-    def stop(done, total):
-        if done >= after:
-            raise KeyboardInterrupt
-
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(store, spec, progress=stop)
+        run_sweep(store, spec, progress=ProgressLog(stop_at=after))
 
 
 def query(store: Store, sql: str, params: list | None = None) -> list[tuple]:

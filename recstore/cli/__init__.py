@@ -50,8 +50,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "schema": ("recstore.cli.query_cmds",
                "Print the queryable views with column types and descriptions."),
     "show": ("recstore.cli.store_cmds", "Show one stored run (run key, runId, or a unique "
-             "prefix): the same summary as `inspect`, or with --json the stored record exactly "
-             "as ingested (original key order)."),
+             "prefix): question, response, error, duration and tags, then the `inspect` "
+             "summary; with --json the stored record exactly as ingested (original key order)."),
     "sweep": ("recstore.cli.sweep_cmds", "Scheduled replay sweeps: select runs, replay them "
               "against a candidate, compare, gate."),
     "verify": ("recstore.cli.store_cmds", "Check every event hash chain, that no batch is "
@@ -90,7 +90,9 @@ class _Root(click.Group):
         except RecstoreError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(f"recstore: error: {exc}", err=True)
+            from recstore.records.render import printable
+
+            click.echo(f"recstore: error: {printable(str(exc), keep=chr(10))}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:  # before click turns it into "Aborted!" and status 1
             if ctx.obj and ctx.obj.get("debug"):

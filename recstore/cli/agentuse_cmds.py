@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from recstore.cli import cli
+from recstore.cli.terminal import say
 from recstore.errors import InputError
 
 
@@ -40,16 +41,16 @@ def check(ctx: click.Context, path: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(_report(scan.layout, runs, problems), ensure_ascii=False, indent=2))
     else:
-        click.echo(f"{scan.layout}: {len(runs)} sessions, {len(problems)} problems")
+        say(f"{scan.layout}: {len(runs)} sessions, {len(problems)} problems")
         for run in runs:
             root = run.root
-            click.echo(
+            say(
                 f"{run.run_key} {root.status} {root.agent_id} visits={len(run.visits)} "
                 f"tool_calls={len(run.tool_calls)} gates={len(run.gates)}"
                 + (" mock" if root.mock else "")
             )
         for p in problems:
-            click.echo(f"{p.source_path or p.rel_path}: {p.code}: {p.reason}", err=True)
+            say(f"{p.source_path or p.rel_path}: {p.code}: {p.reason}", err=True)
     ctx.exit(1 if problems else 0)
 
 

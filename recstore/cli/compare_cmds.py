@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from recstore.cli import cli
 from recstore.cli.existing_store import WRITE_WAIT, existing_store, lock_timeout_option
 from recstore.cli.record_cmds import compare_options, echo_comparison
+from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.compare import (
     DUPLICATE_RULES,
     PRESETS,
@@ -23,6 +24,7 @@ from recstore.compare import (
     compare_pair,
     compare_stored,
 )
+from recstore.compare.details import DETAIL_LIMIT
 from recstore.compare.report import render_html, render_text
 from recstore.errors import InputError
 from recstore.files import private_open, write_private_text
@@ -74,7 +76,16 @@ def _write_pairs(comparison, fmt: str, output: str) -> None:
 )
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="File for --format.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write an HTML report.")
+@click.option(
+    "--html-details",
+    type=click.IntRange(min=0),
+    default=DETAIL_LIMIT,
+    show_default=True,
+    metavar="N",
+    help="Changed pairs whose drill-down the HTML report embeds (every pair is in its table).",
+)
 @click.option("--no-record", is_flag=True, help="Do not store the comparison in the store.")
+@quiet_option
 @compare_options
 @lock_timeout_option(WRITE_WAIT)
 @click.pass_context
@@ -92,7 +103,9 @@ def compare_cmd(
     fmt: str | None,
     output: str | None,
     html_path: str | None,
+    html_details: int,
     no_record: bool,
+    quiet: bool,
     as_json: bool,
     include: tuple[str, ...],
     exclude: tuple[str, ...],
@@ -126,27 +139,30 @@ def compare_cmd(
             raise InputError("bulk compare needs both --baseline and --candidate, and no A B")
         if (fmt is None) != (output is None):
             raise InputError("--format and --output go together")
-        comparison = bulk_compare(
-            existing_store(ctx, lock_timeout),
-            baseline,
-            candidate,
-            pair_by=pair_by,
-            ignore=ignore,
-            preset=preset,
-            include_sections=include_sections,
-            exclude_sections=exclude,
-            duplicates=duplicates,
-            rule=ClassificationRule.parse(fail_on, warn_on),
-            record=not no_record,
-        )
+        store = existing_store(ctx, lock_timeout)
+        with CliProgress("compare: reduce runs", quiet=quiet) as progress:
+            comparison = bulk_compare(
+                store,
+                baseline,
+                candidate,
+                pair_by=pair_by,
+                ignore=ignore,
+                preset=preset,
+                include_sections=include_sections,
+                exclude_sections=exclude,
+                duplicates=duplicates,
+                rule=ClassificationRule.parse(fail_on, warn_on),
+                record=not no_record,
+                progress=progress,
+            )
         if fmt:
             _write_pairs(comparison, fmt, output)
         if html_path:
-            write_private_text(html_path, render_html(comparison))
+            write_private_text(html_path, render_html(comparison, store, detail_limit=html_details))
         if as_json:
             click.echo(json.dumps(comparison.to_dict(), ensure_ascii=False, default=str))
         else:
-            click.echo(render_text(comparison))
+            say(render_text(comparison))
         ctx.exit(1 if comparison.failed else 0)
     if len(runs) != 2:
         raise InputError("give two files or runs (A B), or --baseline and --candidate")

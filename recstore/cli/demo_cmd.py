@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import sys
 from pathlib import Path
 
 import click
@@ -15,11 +18,18 @@ from recstore.demo import run_demo
               help="Work directory (default: a new temporary directory, kept afterwards).")
 @click.option("-n", "--cases", default=200, show_default=True, help="Cases to generate.")
 @click.option("--seed", default=7, show_default=True, help="Generator seed.")
-def demo(workdir: Path | None, cases: int, seed: int) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON summary on stdout (the walkthrough goes to stderr).")
+def demo(workdir: Path | None, cases: int, seed: int, as_json: bool) -> None:
     """Generate a corpus, then inspect, ingest, query, compare, replay and sweep it.
 
     \b
     Example:
         recstore demo --dir /tmp/recstore-demo -n 100
     """
-    run_demo(workdir, n=cases, seed=seed)
+    if not as_json:
+        run_demo(workdir, n=cases, seed=seed)
+        return
+    with contextlib.redirect_stdout(sys.stderr):
+        summary = run_demo(workdir, n=cases, seed=seed, out=sys.stderr)
+    click.echo(json.dumps(summary, indent=2))

@@ -10,6 +10,7 @@ import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import READ_WAIT, existing_store, lock_timeout_option
+from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
 from recstore.errors import InputError
 from recstore.query import (
     FORMATS,
@@ -87,13 +88,16 @@ def _check_complete(result: ResultStream, max_rows: int | None, output: str | No
 @click.option("--timeout", type=click.FloatRange(min=0), default=QUERY_TIMEOUT, show_default=True,
               metavar="SECONDS", help="Stop a query that runs longer, with an error (0: no "
               "limit; the store engine only). Ctrl-C stops a query too.")
-@click.option("--max-rows", type=click.IntRange(min=0), default=QUERY_MAX_ROWS, show_default=True, metavar="N",
-              help="Stop after this many rows, with an error (0: no limit).")
+@click.option("--max-rows", type=click.IntRange(min=0), default=QUERY_MAX_ROWS, show_default=True,
+              metavar="N", help="Stop after this many rows, with an error (0: no limit).")
+@columns_option
+@vertical_option
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
 def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: bool,
               dialect: str | None, engine: str, parquet: str | None, fmt: str, as_json: bool,
-              output: str | None, timeout: float, max_rows: int, lock_timeout: float) -> None:
+              output: str | None, timeout: float, max_rows: int, columns: list[str] | None,
+              vertical: bool, lock_timeout: float) -> None:
     """Run read-only SQL or a filter-DSL query (or @saved-name) over the store's views.
 
     \b
@@ -109,7 +113,7 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
     values = _params(params)
     if explain or dialect:
         compiled = _compile(text, values, None)
-        click.echo(compiled.to(dialect or "duckdb", pretty=True))
+        say(compiled.to(dialect or "duckdb", pretty=True))
         return
     limits = QueryLimits(timeout or None, max_rows or None, interruptible=True,
                          exit_after=_EXIT_AFTER)
@@ -121,14 +125,21 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
 
         result = cap_rows(run_on_spark(_compile(text, values, default_catalog()), parquet),
                           limits.max_rows)
-        write_result(result, fmt, output)
-        _check_complete(result, limits.max_rows, output)
+        _write(result, columns, fmt, output, vertical, limits.max_rows)
         return
     text, bound, language = _resolve_saved(text, values)
     with run_query(existing_store(ctx, lock_timeout), text, bound, language=language,
                    limits=limits) as result:
-        write_result(result, fmt, output)
-    _check_complete(result, limits.max_rows, output)
+        _write(result, columns, fmt, output, vertical, limits.max_rows)
+
+
+def _write(result: ResultStream, columns: list[str] | None, fmt: str, output: str | None,
+           vertical: bool, max_rows: int | None) -> None:
+    """Write the result (only ``columns``, when given); a result cut at --max-rows is an error
+    after its rows are written."""
+    write_result(result.select(columns) if columns else result, fmt, output,
+                 vertical=vertical or None)
+    _check_complete(result, max_rows, output)
 
 
 @cli.command("queries")
@@ -144,10 +155,10 @@ def queries_cmd(as_json: bool) -> None:
         return
     width = max((len(q.name) for q in saved), default=0) + 1
     for q in saved:
-        click.echo(f"@{q.name:<{width}} {q.language}  {q.description}")
+        say(f"@{q.name:<{width}} {q.language}  {q.description}")
         for p in q.params:
             default = f" = {p.default}" if p.default is not None else ""
-            click.echo(f"  {'':<{width}}   --param {p.name}=<{p.type}>{default}  {p.description}")
+            say(f"  {'':<{width}}   --param {p.name}=<{p.type}>{default}  {p.description}")
 
 
 @cli.command("schema")
@@ -164,7 +175,7 @@ def schema_cmd(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
     if as_json:
         click.echo(json.dumps(schema_json(catalog), indent=2))
     else:
-        click.echo(schema_text(catalog), nl=False)
+        say(schema_text(catalog), nl=False)
 
 
 @cli.command("export")
@@ -178,10 +189,11 @@ def schema_cmd(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
               help="With --otlp: metadata adds argument hashes and record metadata; full adds "
               "tool arguments, results and messages.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@quiet_option
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
 def export_cmd(ctx: click.Context, target: str | None, overwrite: bool, otlp_dir: str | None,
-               content: str, as_json: bool, lock_timeout: float) -> None:
+               content: str, as_json: bool, quiet: bool, lock_timeout: float) -> None:
     """Write every view as zstd Parquet under DIRECTORY, or runs as OTLP/JSON traces (--otlp).
 
     Parquet is hive-partitioned by run start day; --otlp DIR writes OpenTelemetry GenAI traces,
@@ -203,15 +215,17 @@ def export_cmd(ctx: click.Context, target: str | None, overwrite: bool, otlp_dir
                          source="recstore export")
     from recstore.query.export import export_views
 
-    summary = export_views(existing_store(ctx, lock_timeout), target, overwrite=overwrite)
+    with CliProgress("export views", quiet=quiet) as progress:
+        summary = export_views(existing_store(ctx, lock_timeout), target, progress,
+                               overwrite=overwrite)
     if as_json:
         click.echo(json.dumps({"directory": str(summary.directory), "rows": summary.rows,
                                "partitioned": summary.partitioned}, indent=2))
         return
     for name, rows in summary.rows.items():
         layout = "by day" if name in summary.partitioned else "single file"
-        click.echo(f"{name:<22} {rows:>10} rows  {layout}")
-    click.echo(f"exported {len(summary.rows)} views to {summary.directory}")
+        say(f"{name:<22} {rows:>10} rows  {layout}")
+    say(f"exported {len(summary.rows)} views to {summary.directory}")
 
 
 def _export_otlp(store: Store, directory: str, dsl_filter: str | None, content: str,
@@ -225,5 +239,5 @@ def _export_otlp(store: Store, directory: str, dsl_filter: str | None, content: 
         click.echo(json.dumps({"directory": str(result.directory), "content": result.content,
                                "files": {k: str(p) for k, p in result.files.items()}}, indent=2))
         return
-    click.echo(f"exported {len(result.files)} runs as OTLP/JSON traces to {result.directory} "
-               f"(content: {result.content})")
+    say(f"exported {len(result.files)} runs as OTLP/JSON traces to {result.directory} "
+        f"(content: {result.content})")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import READ_WAIT, WRITE_WAIT, existing_store, lock_timeout_option
+from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.errors import InputError
 
 _EXAMPLE = """
@@ -52,20 +52,6 @@ def _provider_spec(kind, script, base_url, model, api_key_env, timeout, max_retr
     return ProviderSpec(**settings)
 
 
-class _Progress:
-    """A one-line progress bar on a terminal; silent when stderr is piped."""
-
-    def __init__(self) -> None:
-        self.enabled = sys.stderr.isatty()
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or not total:
-            return
-        width = 30
-        filled = width * done // total
-        click.echo(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}", err=True, nl=done == total)
-
-
 @cli.command("replay", epilog=_EXAMPLE)
 @click.argument("run", required=False)
 @click.option("--harness", "harness_path", type=click.Path(dir_okay=False), help="Candidate harness file (TOML or YAML).")
@@ -97,11 +83,12 @@ class _Progress:
 @click.option("--allow-outside", is_flag=True,
               help="Let the harness read files outside its own folder (instructions_file, script).")
 @click.option("--json", "as_json", is_flag=True, help="Print reports as JSON.")
+@quiet_option
 @lock_timeout_option(WRITE_WAIT)
 @click.pass_context
 def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_kind, script, base_url,
                model, api_key_env, timeout, max_retries, select_dsl, workers, no_store, matching, command,
-               command_timeout, project_root, references, allow_outside, as_json, lock_timeout):
+               command_timeout, project_root, references, allow_outside, as_json, quiet, lock_timeout):
     """Replay stored runs against a candidate with recorded tool outputs.
 
     Exit status 0 when every replay completed (finished like its source and equal to it on
@@ -134,18 +121,20 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
         keys = select_run_keys(store, select_dsl)
     else:
         keys = [store.resolve_run(run)]
-    if command is not None:
-        from recstore.replay.external import replay_stored_external
+    with CliProgress("replay runs", quiet=quiet) as progress:
+        if command is not None:
+            from recstore.replay.external import replay_stored_external
 
-        results = replay_stored_external(store, keys, command, mode=mode, input_mode=input_mode, matching=matching,
-                                         timeout=command_timeout, save=not no_store)
-    elif matching == "agentuse":
-        from recstore.replay.agentuse_match import replay_stored_agentuse
+            results = replay_stored_external(store, keys, command, mode=mode, input_mode=input_mode,
+                                             matching=matching, timeout=command_timeout, save=not no_store,
+                                             progress=progress)
+        elif matching == "agentuse":
+            from recstore.replay.agentuse_match import replay_stored_agentuse
 
-        results = replay_stored_agentuse(store, keys, job, project_root=project_root, reference_paths=references,
-                                         save=not no_store)
-    else:
-        results = replay_stored(store, keys, job, workers=workers, save=not no_store, progress=_Progress())
+            results = replay_stored_agentuse(store, keys, job, project_root=project_root,
+                                             reference_paths=references, save=not no_store, progress=progress)
+        else:
+            results = replay_stored(store, keys, job, workers=workers, save=not no_store, progress=progress)
     _print(results, as_json, single=run is not None)
     ctx.exit(0 if all(r.report.status == "completed" for r in results) else 1)
 
@@ -157,17 +146,17 @@ def _print(results, as_json: bool, single: bool) -> None:
         return
     if single:
         for r in results:
-            click.echo(r.report.render())
+            say(r.report.render())
             if r.replay_run_key:
-                click.echo(f"  stored as {r.replay_run_key}")
+                say(f"  stored as {r.replay_run_key}")
         return
     counts: dict[str, int] = {}
     for r in results:
         counts[r.report.status] = counts.get(r.report.status, 0) + 1
         if r.report.status != "completed":
-            click.echo(f"{r.source_run_key}: {r.report.status} ({r.report.reason})")
+            say(f"{r.source_run_key}: {r.report.status} ({r.report.reason})")
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    click.echo(f"{len(results)} replays: {summary or 'none selected'}")
+    say(f"{len(results)} replays: {summary or 'none selected'}")
 
 
 @cli.command("lineage")

@@ -4,10 +4,16 @@ Each command is a thin skin over :class:`recstore.store.Store`."""
 
 from __future__ import annotations
 
+import io
+import json
+import shutil
+import sys
+
 import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import READ_WAIT, WRITE_WAIT, lock_timeout_option
+from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
 from recstore.errors import InputError
 from recstore.records import analyze
 from recstore.records.render import dumps_json, render_analysis
@@ -56,6 +62,7 @@ def _parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
 )
 @_JSON
 @lock_timeout_option(WRITE_WAIT)
+@quiet_option
 @click.pass_context
 def ingest(
     ctx: click.Context,
@@ -65,6 +72,7 @@ def ingest(
     batch_size: int,
     as_json: bool,
     lock_timeout: float,
+    quiet: bool,
 ) -> None:
     """Append run records to the store: .json, .jsonl/.ndjson (optionally .gz), directories
     (recursive), globs, or - for NDJSON on stdin. Identical records append nothing; a changed
@@ -77,12 +85,14 @@ def ingest(
     Example: recstore ingest ~/.local/share/agentuse --format agentuse
     Example: recstore ingest traces.jsonl --format otlp
     """
-    summary = _store(ctx, lock_timeout).ingest(
-        list(paths),
-        tags=_parse_tags(tags),
-        format=None if fmt == "auto" else fmt,
-        batch_size=batch_size,
-    )
+    with CliProgress("ingest records", quiet=quiet) as progress:
+        summary = _store(ctx, lock_timeout).ingest(
+            list(paths),
+            tags=_parse_tags(tags),
+            format=None if fmt == "auto" else fmt,
+            batch_size=batch_size,
+            progress=progress,
+        )
     if as_json:
         payload = summary.to_dict()
         payload.pop("run_keys")
@@ -90,10 +100,10 @@ def ingest(
     else:
         for reject in summary.rejects[:_SHOWN_REJECTS]:
             where = f" at {reject['path']}" if reject["path"] else ""
-            click.echo(f"rejected {reject['where']}{where}: {reject['reason']}", err=True)
+            say(f"rejected {reject['where']}{where}: {reject['reason']}", err=True)
         if summary.rejected > _SHOWN_REJECTS:
-            click.echo(f"... {summary.rejected - _SHOWN_REJECTS} more (recstore rejects)", err=True)
-        click.echo(summary.line())
+            say(f"... {summary.rejected - _SHOWN_REJECTS} more (recstore rejects)", err=True)
+        say(summary.line())
     ctx.exit(summary.exit_code)
 
 
@@ -115,68 +125,135 @@ def rejects(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
     for row in rows:
         where = f"{row['source_uri']}:{row['line']}" if row["line"] else row["source_uri"]
         path = f" at {row['path']}" if row["path"] else ""
-        click.echo(f"{where}{path}: {row['reason']}")
+        say(f"{where}{path}: {row['reason']}")
     if not rows:
-        click.echo("no rejects")
+        say("no rejects")
 
 
 @cli.command("show")
 @click.argument("run")
 @click.option("--revision", type=click.IntRange(min=1), help="An older revision of the run.")
+@click.option("--no-pager", is_flag=True, help="Print straight to the terminal, never page.")
 @_JSON
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
-def show(ctx: click.Context, run: str, revision: int | None, as_json: bool,
-         lock_timeout: float) -> None:
-    """Show one stored run (run key, runId, or a unique prefix): the same summary as
-    `inspect`, or with --json the stored record exactly as ingested (original key order).
+def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
+         as_json: bool, lock_timeout: float) -> None:
+    """Show one stored run (run key, runId, or a unique prefix): question, response, error,
+    duration and tags, then the `inspect` summary; with --json the stored record exactly as
+    ingested (original key order).
+
+    A long run opens in $PAGER on a terminal (--no-pager prints it straight).
 
     Example: recstore show 81e3aee0 --json
     """
-    record = _store(ctx, lock_timeout).get_record(run, revision=revision)
-    click.echo(dumps_json(record) if as_json else render_analysis(analyze(record)))
+    store = _store(ctx, lock_timeout)
+    record = store.get_record(run, revision=revision)
+    if as_json:
+        click.echo(dumps_json(record))
+        return
+    row = store.run_row(run) if revision is None else {}
+    text = _show_lead(record, row) + "\n" + render_analysis(analyze(record))
+    terminal = shutil.get_terminal_size()
+    if not no_pager and sys.stdout.isatty() and text.count("\n") >= terminal.lines - 1:
+        click.echo_via_pager(text)
+    else:
+        say(text)
+
+
+def _show_lead(record: dict, row: dict) -> str:
+    """What a person looks for first: question, response, error, duration and tags."""
+    from recstore.query.table import write_fields
+
+    error = ": ".join(str(p) for p in (record.get("errorName"), record.get("errorMessage"))
+                      if p is not None)
+    duration = row.get("duration_ms")
+    tags = json.loads(row["tags"]) if isinstance(row.get("tags"), str) else row.get("tags") or {}
+    fields = [
+        ("run", f"{row.get('run_key') or record.get('runId')}  {record.get('status')}"
+                f"  agent {record.get('agentName')}"),
+        ("question", _field_text(record.get("question"))),
+        ("response", _field_text(record.get("response"))),
+        ("error", error or "—"),
+        ("duration", f"{duration / 1000:.2f} s" if duration is not None else "—"),
+        ("tags", ", ".join(f"{k}={v}" for k, v in tags.items()) or "—"),
+        ("started", str(record.get("startedAt") or "—")),
+    ]
+    out = io.StringIO()
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    write_fields(fields, out, width=width)
+    return out.getvalue()
+
+
+def _field_text(value: object) -> str:
+    if value is None:
+        return "—"
+    if value == "":
+        return "(empty)"
+    return value if isinstance(value, str) else dumps_json(value, indent=None)
+
+
+_RUN_COLUMNS = {"run_key": "run_key", "status": "status", "agent": "agent", "model": "model",
+                "started": "started_text", "tool_calls": "tool_call_count", "rev": "revision",
+                "items": "item_count", "requests": "request_count"}
+_RUN_DEFAULT = ["run_key", "status", "agent", "model", "started", "tool_calls"]
 
 
 @cli.command("runs")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@columns_option
+@vertical_option
 @_JSON
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
-def runs(ctx: click.Context, limit: int, as_json: bool, lock_timeout: float) -> None:
+def runs(ctx: click.Context, limit: int, columns: list[str] | None, vertical: bool,
+         as_json: bool, lock_timeout: float) -> None:
     """List the most recently stored runs.
 
-    Example: recstore runs --limit 5
+    Run keys stay whole; other columns wrap to the terminal. Columns: run_key, status, agent,
+    model, started, tool_calls (the default), rev, items, requests.
+
+    Example: recstore runs --limit 5 --columns run_key,status,agent
     """
     rows = _store(ctx, lock_timeout).runs(limit)
     if as_json:
         click.echo(dumps_json(rows))
         return
-    for r in rows:
-        click.echo(
-            f"{r['run_key']}  rev {r['revision']}  {r['status']}  {r['agent']}  "
-            f"{r['started_text']}  items {r['item_count']}  requests {r['request_count']}  "
-            f"tool calls {r['tool_call_count']}"
-        )
+    from recstore.query.table import write_table
+
+    names = columns or _RUN_DEFAULT
+    unknown = [n for n in names if n not in _RUN_COLUMNS]
+    if unknown:
+        raise InputError(f"no column {unknown[0]!r}; runs has {', '.join(_RUN_COLUMNS)}",
+                         source="--columns")
+    out = click.get_text_stream("stdout")
+    write_table(names, (["" if r[_RUN_COLUMNS[n]] is None else str(r[_RUN_COLUMNS[n]])
+                         for n in names] for r in rows), out,
+                width=shutil.get_terminal_size().columns if out.isatty() else None,
+                numeric=[n in ("rev", "items", "requests", "tool_calls") for n in names],
+                vertical=vertical or None)
 
 
 @cli.command("verify")
 @_JSON
+@quiet_option
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
-def verify(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
+def verify(ctx: click.Context, as_json: bool, quiet: bool, lock_timeout: float) -> None:
     """Check every event hash chain, that no batch is partial, and that rebuilding the
     projections from the log reproduces them. Exit status 1 on any problem.
 
     Example: recstore verify
     """
-    report = _store(ctx, lock_timeout).verify()
+    with CliProgress("verify runs", quiet=quiet) as progress:
+        report = _store(ctx, lock_timeout).verify(progress)
     if as_json:
         click.echo(dumps_json(report.to_dict()))
     else:
         for problem in report.problems:
-            click.echo(f"problem: {problem}", err=True)
+            say(f"problem: {problem}", err=True)
         state = "ok" if report.ok else f"FAILED ({len(report.problems)} problems)"
-        click.echo(
+        say(
             f"verify {state}: {report.streams} streams, {report.events} events, "
             f"{report.runs} runs rebuilt"
         )
@@ -185,11 +262,14 @@ def verify(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
 
 @cli.command("rebuild")
 @lock_timeout_option(WRITE_WAIT)
+@_JSON
+@quiet_option
 @click.pass_context
-def rebuild(ctx: click.Context, lock_timeout: float) -> None:
+def rebuild(ctx: click.Context, lock_timeout: float, as_json: bool, quiet: bool) -> None:
     """Recompute every projection table from the event log alone.
 
-    Example: recstore rebuild
+    Example: recstore rebuild --json
     """
-    count = _store(ctx, lock_timeout).rebuild()
-    click.echo(f"rebuilt projections of {count} runs")
+    with CliProgress("rebuild runs", quiet=quiet) as progress:
+        count = _store(ctx, lock_timeout).rebuild(progress)
+    click.echo(dumps_json({"runs": count}) if as_json else f"rebuilt projections of {count} runs")

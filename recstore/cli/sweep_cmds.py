@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -15,35 +14,13 @@ from recstore.cli.existing_store import (
     existing_store,
     lock_timeout_option,
 )
+from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.errors import InputError
-
-
-class _Progress:
-    """``progress(done, total)`` drawing a click progress bar, on a terminal only."""
-
-    def __init__(self, label: str):
-        self.label = label
-        self.bar = None
-        self.shown = 0
-
-    def __call__(self, done: int, total: int) -> None:
-        if not sys.stderr.isatty():
-            return
-        if self.bar is None:
-            self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr,
-                                         show_pos=True, show_eta=False)
-            self.bar.__enter__()
-        self.bar.update(done - self.shown)
-        self.shown = done
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
 
 
 def _waiting_store(ctx: click.Context, lock_timeout: float):
     """The store for a sweep run: each wait for another process is announced on stderr."""
-    return existing_store(ctx, lock_timeout, on_lock_wait=lambda line: click.echo(line, err=True))
+    return existing_store(ctx, lock_timeout, on_lock_wait=lambda line: say(line, err=True))
 
 
 @cli.group()
@@ -65,10 +42,11 @@ def sweep() -> None:
 @click.option("--rerun", is_flag=True, help="Start a fresh run even if an unfinished one exists.")
 @click.option("--workers", type=click.IntRange(1, 64), help="Override the spec's worker count.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
+@quiet_option
 @lock_timeout_option(SWEEP_WAIT)
 @click.pass_context
 def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | None,
-              as_json: bool, lock_timeout: float) -> None:
+              as_json: bool, quiet: bool, lock_timeout: float) -> None:
     """Run the sweep in SPEC, or continue its unfinished run; exit 1 when any case fails.
 
     While another process (an ingest) has the store open, the run waits for it, saying so on
@@ -84,17 +62,14 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
     spec = load_spec(spec_path)
     if workers is not None:
         spec = spec.model_copy(update={"workers": workers})
-    progress = _Progress(f"sweep {spec.name}")
-    try:
+    with CliProgress(f"sweep {spec.name}", quiet=quiet) as progress:
         result = run_sweep(_waiting_store(ctx, lock_timeout), spec, rerun=rerun,
                            progress=progress, spec_path=Path(spec_path).resolve())
-    finally:
-        progress.close()
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
-        click.echo(result.summary_line())
-        click.echo(f"report: recstore sweep report {result.sweep_run_id} --output DIR")
+        say(result.summary_line())
+        say(f"report: recstore sweep report {result.sweep_run_id} --output DIR")
     ctx.exit(1 if result.failed else 0)
 
 
@@ -102,10 +77,11 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
 @click.argument("spec_paths", metavar="SPEC...", nargs=-1, required=True,
                 type=click.Path(dir_okay=False))
 @click.option("--max-runs", type=click.IntRange(1), help="Stop after this many sweep runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print each event as one JSON line.")
 @lock_timeout_option(SWEEP_WAIT)
 @click.pass_context
 def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: int | None,
-                   lock_timeout: float) -> None:
+                   as_json: bool, lock_timeout: float) -> None:
     """Fire each SPEC at its cron times, in the foreground (for systemd or a container).
 
     Slots missed while the scheduler was down, or while a sweep was still running, are reported
@@ -121,10 +97,16 @@ def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: in
 
     sweeps = [ScheduledSweep(load_spec(p), Path(p).resolve()) for p in spec_paths]
     store = _waiting_store(ctx, lock_timeout)
-    scheduler = store_scheduler(store, sweeps, on_event=lambda event: click.echo(
-        event.line(), err=event.kind == "error"))
+
+    def echo(event) -> None:
+        click.echo(json.dumps(event.to_json()) if as_json else event.line(),
+                   err=event.kind == "error" and not as_json)
+
+    scheduler = store_scheduler(store, sweeps, on_event=echo)
     with scheduler_lock(store.path):
-        click.echo(f"scheduling {len(sweeps)} sweep(s) on {store.path} (PID lock {store.path}.sweep.lock)")
+        if not as_json:
+            say(f"scheduling {len(sweeps)} sweep(s) on {store.path} "
+                       f"(PID lock {store.path}.sweep.lock)")
         scheduler.run(max_fires=max_runs)
 
 
@@ -132,8 +114,9 @@ def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: in
 @click.argument("spec_path", metavar="SPEC", type=click.Path(exists=True, dir_okay=False))
 @click.option("--log", "log_path", type=click.Path(dir_okay=False),
               help="Where the cron job appends its output (default: next to the store).")
+@click.option("--json", "as_json", is_flag=True, help="Print the entry and its parts as JSON.")
 @click.pass_context
-def sweep_cron(ctx: click.Context, spec_path: str, log_path: str | None) -> None:
+def sweep_cron(ctx: click.Context, spec_path: str, log_path: str | None, as_json: bool) -> None:
     """Print the crontab entry that runs SPEC at its schedule (an alternative to `schedule`).
 
     \b
@@ -146,7 +129,13 @@ def sweep_cron(ctx: click.Context, spec_path: str, log_path: str | None) -> None
     spec = load_spec(spec_path)
     if spec.schedule is None:
         raise InputError("has no [schedule] section (cron and timezone)", source=spec_path)
-    click.echo(cron_lines(ScheduledSweep(spec, Path(spec_path)), ctx.obj["db"], log=log_path))
+    entry = cron_lines(ScheduledSweep(spec, Path(spec_path)), ctx.obj["db"], log=log_path)
+    if as_json:
+        click.echo(json.dumps({"sweep": spec.name, "cron": spec.schedule.cron,
+                               "timezone": spec.schedule.timezone, "crontab": entry + "\n"},
+                              indent=2))
+    else:
+        say(entry)
 
 
 @sweep.command("status")
@@ -169,9 +158,9 @@ def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool,
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
     elif not rows:
-        click.echo("no sweep has run on this store yet")
+        say("no sweep has run on this store yet")
     else:
-        click.echo(status_text(rows))
+        say(status_text(rows))
 
 
 @sweep.command("report")
@@ -200,4 +189,4 @@ def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bo
         return
     json_path, html_path = write_report(store, run_id, out_dir)
     click.echo(f"wrote {json_path}")
-    click.echo(f"wrote {html_path}")
+    say(f"wrote {html_path}")

@@ -9,7 +9,7 @@ Example (the demo's comparison and report)::
 
     comparison = bulk_compare(store, "tag.set = 'baseline'", "tag.set = 'candidate'",
                               pair_by="metadata.caseId")
-    Path("compare-report.html").write_text(render_html(comparison), encoding="utf-8")
+    Path("compare-report.html").write_text(render_html(comparison, store), encoding="utf-8")
 """
 
 from recstore.compare.aggregate import DEFAULT_RULE, SIGNALS, ClassificationRule

@@ -33,6 +33,7 @@ from recstore.compare.ignore import IgnoreSpec, parse_ignore, strip_record
 from recstore.compare.pairing import PairBy, pair_explicit, pair_runs
 from recstore.errors import InputError, NotFoundError
 from recstore.formats.events import events_to_record
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.query import select_run_keys
 from recstore.records import compare_records, resolve_sections
 from recstore.store import Store
@@ -49,8 +50,6 @@ __all__ = [
 
 # Records reduced to features per round trip (bounds memory on large stores).
 _FEATURE_CHUNK = 5000
-# Pairs whose tool-call sequences are kept for the report's drill-down (worst first).
-DRILLDOWN_LIMIT = 300
 
 # Per-pair columns of a comparison, as stored in comparison_pairs and exported.
 PAIR_COLUMNS = [
@@ -103,7 +102,6 @@ class Comparison:
     pairs: pa.Table
     unpaired: list[dict] = field(default_factory=list)
     aggregate: dict = field(default_factory=dict)
-    drilldown: list[dict] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -163,7 +161,7 @@ def _resolve_refs(con: Any, refs: Sequence[str]) -> dict[str, str]:
     return resolved
 
 
-def _stored_records(con: Any, revisions: list[tuple[str, str]]) -> Iterator[tuple[str, str, dict]]:
+def stored_records(con: Any, revisions: list[tuple[str, str]]) -> Iterator[tuple[str, str, dict]]:
     """``(run_key, record_hash, record)`` for stored revisions, read in one query per chunk.
     aioc records come back without their prompt snapshots, request fingerprints and suspended
     proposals (empty arrays): everything a comparison reads is there."""
@@ -205,9 +203,11 @@ def _stored_records(con: Any, revisions: list[tuple[str, str]]) -> Iterator[tupl
         con.unregister("_cmp_load")
 
 
-def _ensure_features(con: Any, run_keys: Iterable[str], with_fields: bool) -> None:
+def _ensure_features(con: Any, run_keys: Iterable[str], with_fields: bool,
+                     progress: Progress = NO_PROGRESS) -> None:
     """Reduce every current revision of ``run_keys`` that has no feature rows yet, and add field
-    rows to the reduced ones that lack them when ``with_fields`` (an ignore of fields)."""
+    rows to the reduced ones that lack them when ``with_fields`` (an ignore of fields);
+    ``progress`` follows the records reduced (the comparison itself is one SQL pass)."""
     con.register("_cmp_keys", pa.table({"run_key": list(dict.fromkeys(run_keys))}))
     try:
         revisions = con.execute(
@@ -220,9 +220,10 @@ def _ensure_features(con: Any, run_keys: Iterable[str], with_fields: bool) -> No
         chunk = missing[start : start + _FEATURE_CHUNK]
         features = [
             record_features(record, run_key=key, record_hash=digest, with_fields=with_fields)
-            for key, digest, record in list(_stored_records(con, chunk))
+            for key, digest, record in list(stored_records(con, chunk))
         ]
         store_features(con, features)
+        progress.update(start + len(chunk), len(missing))
     if with_fields:
         _ensure_fields(con, revisions)
 
@@ -245,7 +246,7 @@ def _ensure_fields(con: Any, revisions: list[tuple[str, str]]) -> None:
         chunk = [(key, digest) for key, digest, _ in lacking[start : start + _FEATURE_CHUNK]]
         rows = [
             (ids[key, digest], *row)
-            for key, digest, record in list(_stored_records(con, chunk))
+            for key, digest, record in list(stored_records(con, chunk))
             for row in record_fields(record)
         ]
         store_fields(con, rows, [ids[k] for k in chunk])
@@ -333,6 +334,7 @@ def bulk_compare(
     rule: ClassificationRule = DEFAULT_RULE,
     record: bool = True,
     seed: int = 0,
+    progress: Progress = NO_PROGRESS,
 ) -> Comparison:
     """Compare a baseline run set with a candidate run set, pair by pair, in SQL.
 
@@ -361,7 +363,7 @@ def bulk_compare(
         else:
             pair_runs(con, selections[0], selections[1], PairBy.parse(pair_by), duplicates)
         keys = con.execute("SELECT a_key FROM _cmp_pairing UNION SELECT b_key FROM _cmp_pairing")
-        _ensure_features(con, [k for (k,) in keys.fetchall()], spec.needs_fields())
+        _ensure_features(con, [k for (k,) in keys.fetchall()], spec.needs_fields(), progress)
         _feature_pairs(con)
         compare_pairs(con, sections, spec)
         classify(con, rule)
@@ -385,48 +387,10 @@ def bulk_compare(
             pairs=con.sql(f"SELECT {', '.join(PAIR_COLUMNS)} FROM _cmp_pair_rows").to_arrow_table(),
             unpaired=_unpaired(con),
             aggregate=aggregate(con, seed=seed),
-            drilldown=_drilldown(con, DRILLDOWN_LIMIT),
         )
         if record:
             comparison.comparison_id = _record(con, comparison)
     return comparison
-
-
-def _drilldown(con: Any, limit: int) -> list[dict]:
-    """The worst pairs (fail, then warn, then pass) with both tool-call sequences."""
-    cursor = con.execute(
-        f"""
-        WITH chosen AS (
-            SELECT pair_index FROM _cmp_pair_rows
-            ORDER BY CASE classification WHEN 'fail' THEN 0 WHEN 'warn' THEN 1 ELSE 2 END,
-                     difference_count DESC, pair_index
-            LIMIT {int(limit)}
-        )
-        SELECT c.pair_index,
-               (SELECT list(f.name ORDER BY f.call_index) FROM cmp_call_features f
-                WHERE f.feature_id = p.a_fid) AS baseline_tools,
-               (SELECT list(f.name ORDER BY f.call_index) FROM cmp_call_features f
-                WHERE f.feature_id = p.b_fid) AS candidate_tools
-        FROM chosen c JOIN _cmp_pairs p USING (pair_index)
-        """
-    )
-    sequences = {row[0]: row[1:] for row in cursor.fetchall()}
-    rows = con.execute(
-        "SELECT * FROM _cmp_pair_rows WHERE pair_index IN (SELECT unnest(?))",
-        [list(sequences)],
-    )
-    names = [d[0] for d in rows.description]
-    out = []
-    for values in rows.fetchall():
-        row = dict(zip(names, values, strict=True))
-        baseline_tools, candidate_tools = sequences[row["pair_index"]]
-        row["baseline_tools"] = baseline_tools or []
-        row["candidate_tools"] = candidate_tools or []
-        out.append(row)
-    rank = {"fail": 0, "warn": 1, "pass": 2}
-    return sorted(
-        out, key=lambda r: (rank[r["classification"]], -r["difference_count"], r["pair_index"])
-    )
 
 
 def _unpaired(con: Any) -> list[dict]:

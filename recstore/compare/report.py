@@ -1,20 +1,27 @@
 """Renderings of a :class:`~recstore.compare.bulk.Comparison`: a readable text summary and a
-self-contained HTML report (inline CSS and SVG, no scripts, no network, no external assets) with
-the aggregate table, a chart of tool-call drift and a per-pair drill-down.
+self-contained HTML report (one file: inline CSS, SVG, data and script, no network) with every
+pair in a filterable table and its drill-down (:mod:`recstore.compare.details`), slices, the
+aggregate tables and a chart of tool-call drift. The page is the Jinja2 template
+``templates/compare.html.j2``.
 """
 
 from __future__ import annotations
 
-from html import escape
 from typing import TYPE_CHECKING
+
+from recstore.canonical import canonical_json
+from recstore.compare.details import DETAIL_LIMIT, ORDER_LABELS, PairBrowser, browse_pairs
 
 if TYPE_CHECKING:
     from recstore.compare.bulk import Comparison
+    from recstore.store import Store
 
 __all__ = ["render_html", "render_text"]
 
 _TOP = 10
 _CHART_TOOLS = 15
+_UNPAIRED_SHOWN = 500
+_DRIFT_COLORS = (("added", "#2e90fa"), ("removed", "#f04438"), ("changed_args", "#f79009"))
 
 
 def _pct(part: int, whole: int) -> str:
@@ -99,233 +106,81 @@ def render_text(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#1d2430}
-h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px}
-table{border-collapse:collapse;font-size:13px} td,th{padding:4px 10px;border-bottom:1px solid #e3e6ea}
-th{text-align:left;background:#f4f6f8} td.n{text-align:right;font-variant-numeric:tabular-nums}
-.fail{color:#b42318;font-weight:600}.warn{color:#b54708}.pass{color:#067647}
-.meta{color:#5b6472;font-size:13px} details{margin:4px 0;font-size:13px}
-summary{cursor:pointer} code{background:#f4f6f8;padding:1px 4px;border-radius:3px}
-.kpi{display:inline-block;margin:8px 24px 8px 0}.kpi b{display:block;font-size:24px}
-"""
-
-
-def _table(headers: list[str], rows: list[list], numeric: set[int] = frozenset()) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="n">{escape(str(v))}</td>' if i in numeric else f"<td>{escape(str(v))}</td>"
-            for i, v in enumerate(row)
-        )
-        + "</tr>"
-        for row in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _drift_chart(tools: list[dict]) -> str:
-    """Horizontal stacked bars per tool: calls added, removed and with changed arguments."""
+def _drift_chart(tools: list[dict]) -> dict:
+    """Geometry of the drift chart: horizontal stacked bars per tool (added, removed, changed
+    arguments), the template draws them."""
     shown = [t for t in tools if t["added"] + t["removed"] + t["changed_args"]][:_CHART_TOOLS]
-    if not shown:
-        return '<p class="meta">No tool-call drift: every pair made the same calls.</p>'
-    widest = max(t["added"] + t["removed"] + t["changed_args"] for t in shown)
     label_w, bar_w, row_h = 180, 520, 22
-    height = row_h * len(shown) + 40
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 80}" '
-        f'height="{height}" role="img" aria-label="tool-call drift per tool">'
-    ]
-    colors = (("added", "#2e90fa"), ("removed", "#f04438"), ("changed_args", "#f79009"))
+    chart = {"label_w": label_w, "width": label_w + bar_w + 80,
+             "height": row_h * len(shown) + 40, "bars": [], "legend": []}
+    if not shown:
+        return chart
+    widest = max(t["added"] + t["removed"] + t["changed_args"] for t in shown)
     for i, tool in enumerate(shown):
-        y = 10 + i * row_h
-        parts.append(
-            f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end" font-size="12">'
-            f"{escape(tool['tool'] or '(orphan output)')[:28]}</text>"
-        )
-        x = float(label_w)
-        for key, color in colors:
+        x, segments = float(label_w), []
+        for key, color in _DRIFT_COLORS:
             width = bar_w * tool[key] / widest
             if width:
-                parts.append(
-                    f'<rect x="{x:.1f}" y="{y}" width="{width:.1f}" height="{row_h - 6}" '
-                    f'fill="{color}"><title>{escape(tool["tool"])}: {key} {tool[key]}</title></rect>'
-                )
+                segments.append({"x": x, "width": width, "color": color, "key": key,
+                                 "count": tool[key]})
             x += width
-        total = tool["added"] + tool["removed"] + tool["changed_args"]
-        parts.append(f'<text x="{x + 6:.1f}" y="{y + 14}" font-size="12">{total}</text>')
-    legend_y = height - 12
-    for i, (key, color) in enumerate(colors):
-        lx = label_w + i * 150
-        parts.append(f'<rect x="{lx}" y="{legend_y - 10}" width="12" height="12" fill="{color}"/>')
-        parts.append(
-            f'<text x="{lx + 16}" y="{legend_y}" font-size="12">{key.replace("_", " ")}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
+        name = tool["tool"] or "(orphan output)"
+        chart["bars"].append({"y": 10 + i * row_h, "tool": name, "label": name[:28], "end": x,
+                              "segments": segments,
+                              "total": tool["added"] + tool["removed"] + tool["changed_args"]})
+    chart["legend"] = [{"x": label_w + i * 150, "color": color, "label": key.replace("_", " ")}
+                       for i, (key, color) in enumerate(_DRIFT_COLORS)]
+    return chart
 
 
-def _pair_details(row: dict) -> str:
-    flags = [
-        ("response", row["same_final_response"]),
-        ("tool-call shape", row["same_tool_call_shape"]),
-        ("tool outputs", row["same_tool_outputs"]),
-        ("policy", row["same_policy_decisions"]),
-        ("guardrails", row["same_guardrail_decisions"]),
-        ("metadata", row["same_metadata"]),
-    ]
-    changed = ", ".join(name for name, same in flags if not same) or "nothing"
-    cls = escape(row["classification"])
-    title = (
-        f'<span class="{cls}">{cls}</span> #{row["pair_index"]} '
-        f"{escape(str(row['pair_key'] or ''))} — changed: {escape(changed)}"
-    )
-    divergence = (
-        f"index {row['first_divergence_index']}: {escape(str(row['first_divergence_tool_a']))} → "
-        f"{escape(str(row['first_divergence_tool_b']))}"
-        if row["first_divergence_index"] is not None
-        else "none"
-    )
-    facts = _table(
-        ["", "baseline", "candidate"],
-        [
-            ["run", row["baseline_run_key"], row["candidate_run_key"]],
-            ["status", row["status_a"], row["status_b"]],
-            ["response length", row["response_length_a"], row["response_length_b"]],
-            ["tool calls", row["tool_calls_a"], row["tool_calls_b"]],
-            [
-                "tool sequence",
-                " → ".join(map(str, row["baseline_tools"])) or "-",
-                " → ".join(map(str, row["candidate_tools"])) or "-",
-            ],
-        ],
-    )
-    return (
-        f'<details><summary>{title}</summary>{facts}<p class="meta">differences '
-        f"{row['difference_count']}; matched calls {row['matched_tool_calls']}, missing "
-        f"{row['missing_tool_calls']}, extra {row['extra_tool_calls']}; first divergence "
-        f"{divergence}</p></details>"
-    )
+def render_html(comparison: Comparison, store: Store | None = None, *,
+                detail_limit: int = DETAIL_LIMIT, browser: PairBrowser | None = None) -> str:
+    """A self-contained HTML report of ``comparison``; ``store`` is read for the pairs' slices,
+    tool names and the drill-downs of the first ``detail_limit`` changed pairs (or pass the
+    ``browser`` that :func:`~recstore.compare.details.browse_pairs` returned)."""
+    from recstore.templating import render_page
 
-
-def render_html(comparison: Comparison) -> str:
-    """A self-contained HTML report of ``comparison``."""
     agg = comparison.aggregate
     pairs = agg["pairs"]
     low, high = agg["changeRate"]["ci95"]
     cls = agg["classification"]
-    kpis = "".join(
-        f'<div class="kpi"><b id="{key}">{escape(str(value))}</b>{escape(label)}</div>'
-        for key, value, label in [
-            ("pair-count", f"{pairs} pairs", "compared"),
-            (
-                "changed",
-                f"{_pct(agg['flags']['equal']['changed'], pairs)}",
-                f"changed (95% CI {100 * low:.1f}–{100 * high:.1f}%)",
-            ),
-            ("fail-count", cls["fail"], "fail"),
-            ("warn-count", cls["warn"], "warn"),
-            ("pass-count", cls["pass"], "pass"),
-        ]
-    )
-    flag_rows = [
-        [name, c["equal"], c["changed"], _pct(c["changed"], pairs)]
-        for name, c in agg["flags"].items()
-    ]
+    if browser is None:
+        if store is None:
+            raise TypeError("render_html needs the store (or a PairBrowser)")
+        browser = browse_pairs(store, comparison, detail_limit=detail_limit)
     drifted = [t for t in agg["tools"] if t["added"] + t["removed"] + t["changed_args"]]
-    tool_rows = [
-        [
-            t["tool"] or "(orphan output)",
-            t["calls_baseline"],
-            t["calls_candidate"],
-            t["added"],
-            t["removed"],
-            t["changed_args"],
-        ]
-        for t in drifted
-    ]
-    steady = len(agg["tools"]) - len(drifted)
-    flips = [[f["baseline"], f["candidate"], f["pairs"]] for f in agg["statusFlips"]]
-    policy = [
-        [
-            p["resource_kind"],
-            p["resource_name"],
-            p["baseline_decision"],
-            p["baseline_reason"],
-            p["candidate_decision"],
-            p["candidate_reason"],
-            p["changes"],
-        ]
-        for p in agg["policyOutcomeChanges"]
-    ]
-    divergence = [
-        [
-            d["baseline_tool"] or "(none)",
-            d["candidate_tool"] or "(none)",
-            _divergence_kind(d["baseline_tool"], d["candidate_tool"]),
-            d["pairs"],
-        ]
-        for d in agg["firstDivergence"]["byTools"]
-    ]
-    unpaired = [
-        [u["side"], u["runKey"], u["pairKey"], u["reason"]] for u in comparison.unpaired[:500]
-    ]
-    options = comparison.options()
-    sections = [
-        f"<h1>recstore comparison {escape(str(comparison.comparison_id or ''))}</h1>",
-        '<p class="meta">' + "<br>".join(escape(line) for line in _headline(comparison)) + "</p>",
-        kpis,
-        "<h2>Summary flags</h2>",
-        _table(["flag", "equal", "changed", "changed %"], flag_rows, {1, 2, 3}),
-        "<h2>Tool-call drift</h2>",
-        _drift_chart(agg["tools"]),
-        _table(
-            ["tool", "baseline calls", "candidate calls", "added", "removed", "args changed"],
-            tool_rows,
-            {1, 2, 3, 4, 5},
-        ),
-        f'<p class="meta">{steady} more tools showed no drift.</p>',
-        "<h2>Status flips</h2>",
-        _table(["baseline", "candidate", "pairs"], flips, {2})
-        if flips
-        else '<p class="meta">none</p>',
-        f'<p class="meta">McNemar exact test on pass/fail flips: p = '
-        f"{agg['mcnemar']['pValue']:.4g} ({escape(agg['mcnemar']['outcome'])})</p>",
-        "<h2>First divergence in the tool-call sequence</h2>",
-        _table(["baseline tool", "candidate tool", "change", "pairs"], divergence, {3})
-        if divergence
-        else '<p class="meta">none</p>',
-        "<h2>Policy outcome changes</h2>",
-        _table(
-            [
-                "kind",
-                "resource",
-                "baseline decision",
-                "baseline reason",
-                "candidate decision",
-                "candidate reason",
-                "changes",
-            ],
-            policy,
-            {6},
-        )
-        if policy
-        else '<p class="meta">none</p>',
-        "<h2>Unpaired and duplicate runs</h2>",
-        _table(["side", "run", "key", "reason"], unpaired)
-        if unpaired
-        else '<p class="meta">none: every run was paired</p>',
-        f"<h2>Pairs ({len(comparison.drilldown)} shown, worst first)</h2>",
-        "".join(_pair_details(row) for row in comparison.drilldown),
-        "<h2>Options</h2>",
-        _table(["option", "value"], [[k, v] for k, v in options.items()]),
-    ]
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        "style-src 'unsafe-inline'; img-src data:\">"
-        f"<title>recstore comparison: {pairs} pairs</title><style>{_CSS}</style></head><body>"
-        + "".join(sections)
-        + "</body></html>"
+    return render_page(
+        "compare.html.j2",
+        script="compare.js",
+        comparison_id=comparison.comparison_id,
+        headline=_headline(comparison),
+        agg=agg,
+        pct=_pct,
+        kpis=[
+            {"id": "pair-count", "value": f"{pairs} pairs", "label": "compared"},
+            {"id": "changed", "value": _pct(agg["flags"]["equal"]["changed"], pairs),
+             "label": f"changed (95% CI {100 * low:.1f}–{100 * high:.1f}%)"},
+            {"id": "regressed-count", "value": agg["mcnemar"]["baselinePassedCandidateFailed"],
+             "label": "regressed (completed → failed)"},
+            {"id": "fail-count", "value": cls["fail"], "label": "fail"},
+            {"id": "warn-count", "value": cls["warn"], "label": "warn"},
+            {"id": "pass-count", "value": cls["pass"], "label": "pass"},
+        ],
+        chart=_drift_chart(agg["tools"]),
+        drifted=drifted,
+        steady=len(agg["tools"]) - len(drifted),
+        divergence=[
+            {"baseline": d["baseline_tool"] or "(none)", "candidate": d["candidate_tool"] or "(none)",
+             "kind": _divergence_kind(d["baseline_tool"], d["candidate_tool"]), "pairs": d["pairs"]}
+            for d in agg["firstDivergence"]["byTools"]
+        ],
+        unpaired=comparison.unpaired[:_UNPAIRED_SHOWN],
+        unpaired_more=max(0, len(comparison.unpaired) - _UNPAIRED_SHOWN),
+        options={k: v if isinstance(v, str) or v is None else canonical_json(v)
+                 for k, v in comparison.options().items()},
+        slices=browser.slices,
+        signals=browser.signals,
+        dimensions=browser.dimensions,
+        order_labels=ORDER_LABELS,
+        data=browser.to_json(),
     )

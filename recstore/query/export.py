@@ -27,6 +27,7 @@ from sqlglot import exp
 
 from recstore.errors import InputError
 from recstore.files import owner_only_umask, private_dir, private_open
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.query.views import Catalog, View, catalog_from_connection
 
 if TYPE_CHECKING:
@@ -49,9 +50,10 @@ class ExportSummary:
     partitioned: list[str] = field(default_factory=list)
 
 
-def export_views(store: Store, directory: str | Path, *, overwrite: bool = False
-                 ) -> ExportSummary:
-    """Write every public view of ``store`` under ``directory`` and return the row counts.
+def export_views(store: Store, directory: str | Path, progress: Progress = NO_PROGRESS, *,
+                 overwrite: bool = False) -> ExportSummary:
+    """Write every public view of ``store`` under ``directory`` and return the row counts;
+    ``progress`` follows the views written.
 
     ``directory`` must be new, empty, or (with ``overwrite``) an earlier export, whose listed
     view folders are replaced.
@@ -70,8 +72,9 @@ def export_views(store: Store, directory: str | Path, *, overwrite: bool = False
             shutil.rmtree(directory / name)
         _write_manifest(directory, summary, complete=False, views=[v.name for v in views])
         with owner_only_umask():  # DuckDB's COPY creates the partition folders and files
-            for view in views:
+            for done, view in enumerate(views, start=1):
                 summary.rows[view.name] = _export_view(con, catalog, view, directory / view.name)
+                progress.update(done, len(views))
                 if _partitionable(catalog, view):
                     summary.partitioned.append(view.name)
         _write_manifest(directory, summary, complete=True, views=list(summary.rows))

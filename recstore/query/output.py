@@ -2,14 +2,14 @@
 
 Results arrive as a stream of Arrow record batches (:class:`ResultStream`) and every writer
 consumes them one batch at a time, so memory stays bounded by the batch size whatever the row
-count. The table writer sizes its columns from the first rows only, then keeps those widths.
+count. The table writer (:mod:`recstore.query.table`) sizes its columns from the first rows only, then
+keeps those widths.
 """
 
 from __future__ import annotations
 
 import base64
 import csv
-import itertools
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,9 +27,6 @@ from recstore.files import private_open
 
 FORMATS: tuple[str, ...] = ("table", "json", "ndjson", "csv", "parquet")
 BATCH_ROWS = 10_000
-_TABLE_SAMPLE_ROWS = 200
-_MAX_CELL = 48
-_MIN_CELL = 6
 
 
 @dataclass
@@ -55,10 +52,53 @@ class ResultStream:
             columns = [col.to_pylist() for col in batch.columns]
             yield from zip(*columns, strict=True)
 
+    def select(self, names: list[str]) -> ResultStream:
+        """Only the columns ``names``, in that order (``--columns``).
+
+        Raises:
+            InputError: a name is not a column of the result.
+        """
+        for name in names:
+            if name not in self.columns:
+                raise InputError(f"no column {name!r}; the result has {', '.join(self.columns)}",
+                                 source="--columns")
+        picked = [self.columns.index(n) for n in names]
+        schema = pa.schema([self.schema.field(i) for i in picked]) if self.schema else None
+        return ResultStream(list(names), [self.types[i] for i in picked],
+                            (batch.select(picked) for batch in self.batches), schema)
+
+    def arrow(self) -> pa.Table:
+        """Every remaining row as one Arrow table (like DuckDB's ``relation.arrow()``)."""
+        schema = self.schema or pa.schema([(c, pa.string()) for c in self.columns])
+        return pa.Table.from_batches(list(self.batches), schema=schema)
+
+    def df(self) -> Any:
+        """Every remaining row as a pandas DataFrame (needs ``recstore[pandas]``)."""
+        _require("pandas")
+        return self.arrow().to_pandas()
+
+    def pl(self) -> Any:
+        """Every remaining row as a polars DataFrame (needs ``recstore[polars]``)."""
+        polars = _require("polars")
+        return polars.from_arrow(self.arrow())
+
+
+def _require(module: str) -> Any:
+    """Import an optional dataframe library, or say which extra installs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"{module} is not installed; install it with: "
+                          f"pip install 'recstore[{module}]'") from None
+
 
 def write_result(result: ResultStream, fmt: str = "table", output: str | Path | None = None,
-                 stdout: IO[str] | None = None) -> int:
-    """Write ``result`` as ``fmt`` to the file ``output`` (or ``stdout``); return the row count."""
+                 stdout: IO[str] | None = None, *, vertical: bool | None = None) -> int:
+    """Write ``result`` as ``fmt`` to the file ``output`` (or ``stdout``); return the row count.
+    ``vertical`` draws a table as one ``column  value`` block per row (``None``: only a single
+    row that does not fit the terminal)."""
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}",
                          source="--format")
@@ -68,10 +108,14 @@ def write_result(result: ResultStream, fmt: str = "table", output: str | Path | 
         return _write_parquet(result, Path(output))
     if output is not None:
         with private_open(output, "w", encoding="utf-8", newline="") as fh:
+            if fmt == "table":
+                return _write_table(result, fh, False, vertical)
             return _WRITERS[fmt](result, fh, False)
     import sys
 
     out = stdout or sys.stdout
+    if fmt == "table":
+        return _write_table(result, out, out.isatty(), vertical)
     return _WRITERS[fmt](result, out, out.isatty())
 
 
@@ -125,42 +169,15 @@ def _write_csv(result: ResultStream, out: IO[str], _tty: bool) -> int:
     return count
 
 
-def _write_table(result: ResultStream, out: IO[str], tty: bool) -> int:
-    rows = result.rows()
-    sample = [row for _, row in zip(range(_TABLE_SAMPLE_ROWS), rows, strict=False)]
-    widths = _column_widths(result.columns, sample, shutil.get_terminal_size().columns if tty
-                            else None)
+def _write_table(result: ResultStream, out: IO[str], tty: bool,
+                 vertical: bool | None = None) -> int:
+    from recstore.query.table import write_table
+
     numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
                for t in (result.schema.types if result.schema else [])]
-    out.write(_table_line(result.columns, widths, [False] * len(widths)) + "\n")
-    out.write("  ".join("-" * w for w in widths) + "\n")
-    count = 0
-    for row in itertools.chain(sample, rows):
-        out.write(_table_line([_text(v) for v in row], widths, numeric) + "\n")
-        count += 1
-    out.write(f"({count} row{'s' if count != 1 else ''})\n")
-    return count
-
-
-def _column_widths(columns: list[str], sample: list[tuple], terminal: int | None) -> list[int]:
-    widths = [len(c) for c in columns]
-    for row in sample:
-        for i, value in enumerate(row):
-            widths[i] = max(widths[i], len(_text(value)))
-    cap = _MAX_CELL
-    if terminal:  # shrink the cell cap until the table fits the terminal, down to a floor
-        while cap > _MIN_CELL and sum(min(w, cap) for w in widths) + 2 * len(widths) > terminal:
-            cap -= 1
-    return [max(1, min(w, cap)) for w in widths]
-
-
-def _table_line(cells: list[str], widths: list[int], right: list[bool]) -> str:
-    parts = []
-    for i, (cell, width) in enumerate(zip(cells, widths, strict=True)):
-        if len(cell) > width:
-            cell = cell[: width - 1] + "…"
-        parts.append(cell.rjust(width) if i < len(right) and right[i] else cell.ljust(width))
-    return "  ".join(parts).rstrip()
+    width = shutil.get_terminal_size().columns if tty else None
+    return write_table(result.columns, ([_text(v) for v in row] for row in result.rows()), out,
+                       width=width, numeric=numeric, vertical=vertical)
 
 
 def _text(value: Any) -> str:
@@ -206,7 +223,6 @@ def _write_parquet_to(result: ResultStream, sink: IO[bytes]) -> int:
     return count
 
 
-_WRITERS = {"json": _write_json, "ndjson": _write_ndjson, "csv": _write_csv,
-            "table": _write_table}
+_WRITERS = {"json": _write_json, "ndjson": _write_ndjson, "csv": _write_csv}
 
 __all__ = ["FORMATS", "BATCH_ROWS", "ResultStream", "write_result"]

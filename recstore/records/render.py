@@ -17,10 +17,36 @@ from typing import Any
 
 from recstore.records.structure import RecordAnalysis, ToolCallJoin
 
-__all__ = ["dumps_json", "render_analysis", "render_comparison"]
+__all__ = ["dumps_json", "printable", "render_analysis", "render_comparison"]
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# What a terminal could act on or that hides text: C0 and C1 controls (ESC starts colour,
+# title and clear-screen sequences), DEL, bidirectional overrides and isolates, line and
+# paragraph separators, and lone surrogates (not printable as UTF-8).
+_UNPRINTABLE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"
+    "\ud800-\udfff]"
+)
 _PREVIEW = 72
+
+
+def printable(text: str, keep: str = "") -> str:
+    """``text`` safe to print on a terminal: every control or direction-changing character
+    except those in ``keep`` is shown as an escape (``\\x1b``, ``\\u202e``), so stored
+    strings cannot retitle, clear or recolour the screen.
+
+    >>> printable("ok\\x1b]0;pwned\\x07 \\u202eevil\\nnext", keep="\\n")
+    'ok\\\\x1b]0;pwned\\\\x07 \\\\u202eevil\\nnext'
+    """
+
+    def escape(match: re.Match) -> str:
+        char = match.group()
+        if char in keep:
+            return char
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _UNPRINTABLE.sub(escape, text)
 
 
 def _escape_surrogates(text: str) -> str:
@@ -151,7 +177,7 @@ def render_analysis(analysis: RecordAnalysis) -> str:
     lines.extend(decisions)
     lines.append(f"findings ({len(a.findings)})")
     lines.extend(f"  {f.code} at {f.path}: {f.message}" for f in a.findings)
-    return _escape_surrogates("\n".join(lines))
+    return printable("\n".join(lines), keep="\n")
 
 
 def render_comparison(result: dict, left_name: str = "A", right_name: str = "B") -> str:
@@ -174,4 +200,4 @@ def render_comparison(result: dict, left_name: str = "A", right_name: str = "B")
         lines.append(f"  {d['path']}  {d['kind']}")
         lines.append(f"    - {left}")
         lines.append(f"    + {right}")
-    return _escape_surrogates("\n".join(lines))
+    return printable("\n".join(lines), keep="\n")

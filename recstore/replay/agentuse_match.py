@@ -48,6 +48,7 @@ from recstore.canonical import (
 )
 from recstore.errors import InputError
 from recstore.formats.agentuse import AgentuseRun, ToolCall
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.records import extract_tool_calls
 from recstore.replay.harness import Harness
 from recstore.replay.replay import replay_run
@@ -1018,6 +1019,7 @@ def replay_stored_agentuse(
     reference_paths: Sequence[str] = (),
     strip_keys: Iterable[str] = STRIP_INTENT,
     save: bool = True,
+    progress: Progress = NO_PROGRESS,
 ) -> list[Any]:
     """``recstore replay --match agentuse``: replay stored runs (any format) with agentuse's
     strict rules against ``job``'s candidate and store each replay with its lineage.
@@ -1057,4 +1059,5 @@ def replay_stored_agentuse(
         if save and outcome.record is not None:
             (key,) = store_replays(store, [(source, outcome.record, outcome.report, provider)])
         results.append(ReplayResult(source.run_key, key, outcome.report))
+        progress.update(len(results), len(run_keys))
     return results

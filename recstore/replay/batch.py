@@ -10,13 +10,14 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from recstore.errors import RecstoreError
 from recstore.process import exit_with_parent
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.replay.harness import Harness, ProviderSpec, harness_from_source, load_harness
 from recstore.replay.lineage import SourceRun, load_sources, store_replays
 from recstore.replay.replay import ReplayReport, error_outcome, provider_for, replay_run
@@ -122,7 +123,7 @@ def replay_stored(
     *,
     workers: int = 1,
     save: bool = True,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> list[ReplayResult]:
     """Replay the stored runs ``run_keys`` and store every replay record with its lineage
     (unless ``save`` is false). Sources are read :data:`READ_CHUNK` at a time, so memory stays
@@ -139,8 +140,7 @@ def replay_stored(
                 if len(pending) >= STORE_BATCH:
                     _flush(store, sources, pending, chunk, save)
                 done += 1
-                if progress is not None:
-                    progress(done, len(run_keys))
+                progress.update(done, len(run_keys))
             _flush(store, sources, pending, chunk, save)
             results.extend(r for r in chunk if r is not None)
     return results

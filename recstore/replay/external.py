@@ -39,6 +39,7 @@ from recstore.errors import InputError
 from recstore.formats.agentuse import assemble_run, scan_tree, to_run_record
 from recstore.formats.aioc import validate_run_record
 from recstore.process import CommandError, Finished, run_command, utf8_output
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.records import compare_records
 from recstore.replay.agentuse_match import (
     STRIP_INTENT,
@@ -419,6 +420,7 @@ def replay_stored_external(
     matching: str = "aioc",
     timeout: float = 300.0,
     save: bool = True,
+    progress: Progress = NO_PROGRESS,
 ) -> list[Any]:
     """``recstore replay --command``: hand each stored run to an external replayer and store
     every outcome (failures as failed replays). Returns ``ReplayResult`` rows."""
@@ -453,4 +455,5 @@ def replay_stored_external(
             # deterministic replayer run twice appends nothing the second time)
             key = run_key_for("aioc", outcome.record["runId"])
         results.append(ReplayResult(source.run_key, key, outcome.report))
+        progress.update(len(results), len(run_keys))
     return results

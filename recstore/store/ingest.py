@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import sys
 import threading
 import time
 import uuid
@@ -32,6 +31,7 @@ from recstore.formats.aioc import validate_run_record
 from recstore.formats.events import Event, record_to_events
 from recstore.formats.jsontext import dumps_json, sha256_canonical_record
 from recstore.formats.reader import RawInput
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.store.projection import PROJECTION_TABLES, RunContext, project_record
 from recstore.store.tables import StagedInsert, insert_rows, stage_rows
 
@@ -128,28 +128,6 @@ class IngestSummary:
         return asdict(self)
 
 
-class _Progress:
-    """A self-overwriting counter on stderr, only when stderr is a terminal."""
-
-    def __init__(self) -> None:
-        self.enabled = sys.stderr.isatty()
-        self._last = 0.0
-        self._start = time.monotonic()
-
-    def update(self, done: int) -> None:
-        now = time.monotonic()
-        if self.enabled and now - self._last >= 0.5:
-            self._last = now
-            rate = done / max(now - self._start, 1e-9)
-            sys.stderr.write(f"\ringest: {done:,} records ({rate:,.0f}/s)")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled and self._last:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-
-
 @dataclass
 class _SourceCounts:
     source_id: int
@@ -186,6 +164,7 @@ class BatchWriter:
         *,
         tags: dict[str, str] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        progress: Progress = NO_PROGRESS,
     ) -> None:
         self._con = con
         # DuckDB would otherwise cache up to 80 % of RAM in written pages, so an ingest's memory
@@ -198,7 +177,7 @@ class BatchWriter:
         self.tags_json = dumps_json(dict(tags or {}))
         self.ingest_id = str(uuid.uuid4())
         self.summary = IngestSummary()
-        self._progress = _Progress()
+        self._progress = progress  # records read so far (their total is unknown up front)
         # stream_key -> (record_hash, revision, last_seq) of its current revision
         self._current: dict[str, tuple[str, int, int]] = {
             key: (h, rev, last)
@@ -257,7 +236,6 @@ class BatchWriter:
                 self._ingest_source(source, lineage or [])
             self.flush()
         finally:
-            self._progress.close()
             if self._commit_thread is not None:  # only after an error: let it end before closing
                 self._commit_thread.join()
         self.summary.seconds = time.monotonic() - start
@@ -273,7 +251,7 @@ class BatchWriter:
             setattr(counts, outcome, getattr(counts, outcome) + 1)
             self._batch_counts[outcome] += 1
             done = self.summary.accepted + self.summary.revised + self.summary.duplicate
-            self._progress.update(done + self.summary.rejected)
+            self._progress.update(done + self.summary.rejected, None)
             if self._stored_in_batch >= self.batch_size:
                 self._submit_batch()
         usable = counts.accepted + counts.revised + counts.duplicate

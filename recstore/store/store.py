@@ -26,6 +26,7 @@ from recstore.errors import InputError, NotFoundError
 from recstore.files import owner_only_umask
 from recstore.formats.events import Event, events_to_record
 from recstore.formats.reader import RawInput, iter_sources
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.store import agentuse_ingest, db, otlp_io
 from recstore.store.ingest import DEFAULT_BATCH_SIZE, BatchWriter, IngestSummary
 from recstore.store.projection import PROJECTION_TABLES, RunContext, project_record
@@ -148,10 +149,12 @@ class Store:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         format: str | None = None,
+        progress: Progress = NO_PROGRESS,
     ) -> IngestSummary:
         """Store every record under ``paths`` (files, directories, globs, ``-``), every agentuse
         session tree and every OTLP/JSON trace file (both auto-detected, or all paths with
-        ``format="agentuse"`` / ``format="otlp"``).
+        ``format="agentuse"`` / ``format="otlp"``); ``progress.update(records, None)`` follows
+        the records read.
 
         Raises:
             InputError: a path does not exist or matches nothing (checked before writing).
@@ -161,7 +164,7 @@ class Store:
         otlp_files, sources = otlp_io.split_sources(sources, format)
         traces = otlp_io.otlp_sources(otlp_files)  # read before the write lock is taken
         with self.writer() as con:
-            writer = BatchWriter(con, tags=tags, batch_size=batch_size)
+            writer = BatchWriter(con, tags=tags, batch_size=batch_size, progress=progress)
             for tree in trees:
                 agentuse_ingest.ingest_tree(writer, tree)
             return writer.ingest_sources([*traces, *sources])
@@ -188,14 +191,14 @@ class Store:
             writer = BatchWriter(con, tags=tags)
             return writer.ingest_sources([_RecordsSource(source_uri, records)], lineage)
 
-    def rebuild(self) -> int:
+    def rebuild(self, progress: Progress = NO_PROGRESS) -> int:
         """Recompute every projection from the event log alone; returns the number of runs."""
         with self.writer() as con:
             con.execute("BEGIN TRANSACTION")
             try:
                 for table in PROJECTION_TABLES:
                     con.execute(f"DELETE FROM {table}")
-                runs = _project_log(con, catalog=None)
+                runs = _project_log(con, catalog=None, progress=progress)
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -295,6 +298,14 @@ class Store:
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
+    def run_row(self, run_ref: str) -> dict:
+        """The ``runs`` row of a stored run (its current revision): status, agent, duration,
+        tags and the other columns ``recstore schema`` lists for ``runs``."""
+        with self.reader() as con:
+            cur = con.execute("SELECT * FROM runs WHERE run_key = ?", [_resolve(con, run_ref)])
+            names = [d[0] for d in cur.description]
+            return dict(zip(names, cur.fetchone(), strict=True))
+
     def rejects(self) -> list[dict]:
         """Every stored reject, oldest first."""
         with self.reader() as con:
@@ -305,8 +316,9 @@ class Store:
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
-    def verify(self) -> VerifyReport:
-        """Check every hash chain and batch, and that a rebuild reproduces the projections.
+    def verify(self, progress: Progress = NO_PROGRESS) -> VerifyReport:
+        """Check every hash chain and batch, and that a rebuild reproduces the projections
+        (``progress`` follows the runs rebuilt).
 
         The rebuild goes into an in-memory database with the store attached read-only, so
         verify never writes to the store."""
@@ -325,7 +337,8 @@ class Store:
             report.problems.extend(_batch_problems(con))
             for table in PROJECTION_TABLES:
                 con.execute(f"CREATE TABLE memory.main.{table} AS SELECT * FROM {table} LIMIT 0")
-            report.runs = _project_log(con, catalog="memory", log_catalog=_STORE_CATALOG)
+            report.runs = _project_log(con, catalog="memory", log_catalog=_STORE_CATALOG,
+                                       progress=progress)
             report.problems.extend(_projection_problems(con))
         finally:
             con.close()
@@ -354,7 +367,10 @@ def _resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:
 
 
 def _project_log(
-    con: duckdb.DuckDBPyConnection, catalog: str | None, log_catalog: str | None = None
+    con: duckdb.DuckDBPyConnection,
+    catalog: str | None,
+    log_catalog: str | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> int:
     """Project the current revision of every stream from its events (in ``log_catalog``, default
     the connection's own) into the projection tables of ``catalog``."""
@@ -362,6 +378,7 @@ def _project_log(
     cur.execute("SET enable_progress_bar = false")  # a cursor does not inherit it
     if log_catalog:
         cur.execute(f"USE {log_catalog}")
+    ((total,),) = cur.execute("SELECT count(DISTINCT stream_key) FROM streams").fetchall()
     cur.execute(
         """
         WITH current AS (
@@ -393,6 +410,7 @@ def _project_log(
         for table, table_rows in rows.items():
             pending[table].extend(table_rows)
         runs += 1
+        progress.update(runs, total)
         in_chunk += 1
         if in_chunk >= _REBUILD_CHUNK:
             _flush(con, pending, catalog, columns)

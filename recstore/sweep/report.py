@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +140,7 @@ def _case_json(case: dict, calls: list[dict]) -> dict:
         "metrics": (comparison or {}).get("metrics"),
         "differences": differences[:MAX_DIFFERENCES],
         "difference_count": len(differences),
+        "difference_groups": _difference_groups(differences),
         "judge": parsed("judge", None),
         "calls": calls,
         "duration_ms": case["duration_ms"],
@@ -179,152 +179,78 @@ def write_report(store: Any, run_id: int, out_dir: str | Path) -> tuple[Path, Pa
 
 _COLORS = {"pass": "#2e7d32", "warn": "#ef8f00", "fail": "#c62828", "pending": "#9e9e9e"}
 
-_CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1200px}
-h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
-.meta{color:#555} .tiles{display:flex;gap:12px;margin:16px 0;flex-wrap:wrap}
-.tile{border-radius:6px;padding:10px 16px;color:#fff;min-width:90px}
-.tile b{display:block;font-size:24px} .gate{font-weight:bold;text-transform:uppercase}
-table{border-collapse:collapse;margin:6px 0} td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f4f4f4} code,pre{font:12px ui-monospace,Menlo,Consolas,monospace}
-pre{white-space:pre-wrap;word-break:break-all;margin:0;max-height:240px;overflow:auto}
-details{border:1px solid #ddd;border-radius:4px;margin:4px 0;padding:4px 8px}
-summary{cursor:pointer} .pill{display:inline-block;border-radius:10px;padding:0 8px;color:#fff;font-size:12px}
-.sig{display:inline-block;background:#eee;border-radius:3px;padding:0 5px;margin:1px;font-size:12px}
-"""
+
+def _difference_groups(differences: list[dict]) -> list[dict]:
+    """Differences counted by top-level section and kind (``toolCalls``/``missing_right``...),
+    with the first path of each: what a stopped replay's long list says in a few rows."""
+    groups: dict[tuple[str, str], dict] = {}
+    for d in differences:
+        path = str(d.get("path", ""))
+        section = path.split("[", 1)[0].split(".", 1)[0] or "(record)"
+        group = groups.setdefault((section, str(d.get("kind", ""))),
+                                  {"section": section, "kind": str(d.get("kind", "")),
+                                   "count": 0, "first": path})
+        group["count"] += 1
+    return sorted(groups.values(), key=lambda g: (-g["count"], g["section"], g["kind"]))
 
 
-def _pill(status: str) -> str:
-    return f'<span class="pill" style="background:{_COLORS.get(status, "#555")}">{escape(status)}</span>'
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _pre(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
-    return f"<pre>{escape(text)}</pre>"
-
-
-def trend_svg(history: list[dict], width: int = 640, height: int = 180) -> str:
-    """An inline SVG: one stacked bar (pass/warn/fail/pending) per run, oldest left."""
+def trend_chart(history: list[dict], width: int = 720, height: int = 210) -> dict:
+    """Geometry of the trend chart: one stacked bar (pass/warn/fail/pending) per run, oldest
+    left, labelled with its number and start date, and the fail rate as a line (right axis)."""
+    left, top, base = 30, 10, height - 48
+    right = width - 40
+    chart: dict[str, Any] = {"width": width, "height": height, "left": left, "right": right,
+                             "top": top, "base": base, "bars": [], "line": ""}
     if not history:
-        return ""
-    pad, top = 30, 10
-    slot = (width - pad) / len(history)
-    bar = max(min(slot * 0.7, 60), 2)
-    most = max(h["case_count"] for h in history) or 1
-    scale = (height - top - 25) / most
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'role="img" aria-label="cases per run by outcome">',
-             f'<line x1="{pad}" y1="{height - 25}" x2="{width}" y2="{height - 25}" stroke="#888"/>',
-             f'<text x="2" y="{top + 10}" font-size="11">{most}</text>']
+        return chart
+    slot = (right - left) / len(history)
+    chart["bar"] = bar = max(min(slot * 0.7, 60), 2)
+    chart["most"] = most = max(h["case_count"] for h in history) or 1
+    scale = (base - top) / most
+    worst = max((h["fail_count"] / h["case_count"] for h in history if h["case_count"]),
+                default=0.0)
+    # the right axis ends at the first of these above the worst rate, so low rates stay visible
+    chart["rate_max"] = rate_max = next(m for m in (0.05, 0.1, 0.25, 0.5, 1.0) if worst <= m)
+    points = []
     for i, h in enumerate(history):
-        x = pad + i * slot + (slot - bar) / 2
-        y = height - 25
+        x = left + i * slot + (slot - bar) / 2
+        y, segments = float(base), []
         for key in ("pass", "warn", "fail", "pending"):
             n = h[f"{key}_count"]
             if n:
                 y -= n * scale
-                parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{n * scale:.1f}" '
-                             f'fill="{_COLORS[key]}"><title>run {h["sweep_run_id"]}: {n} {key}</title></rect>')
-        parts.append(f'<text x="{x + bar / 2:.1f}" y="{height - 10}" font-size="11" '
-                     f'text-anchor="middle">#{h["sweep_run_id"]}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _case_html(case: dict) -> str:
-    signals = "".join(f'<span class="sig">{escape(s)}</span>' for s in case["signals"]) or "none"
-    drift_rows = [[escape(tool), *(str(counts.get(k, 0)) for k in
-                                   ("source_calls", "replay_calls", "added", "removed", "changed_args",
-                                    "unrecorded"))] for tool, counts in case["drift"].items()]
-    parts = [
-        f'<p>source <code>{escape(case["source_run_key"])}</code> ({escape(str(case["source_status"]))}) → '
-        f'replay <code>{escape(str(case["replay_run_key"]))}</code> ({escape(str(case["candidate_status"]))}), '
-        f'replay report {escape(str(case["replay_status"]))}; signals: {signals}</p>',
-    ]
-    if case["error"]:
-        parts.append(f"<p><b>Stopped:</b> {escape(case['error'])}</p>")
-    if drift_rows:
-        parts.append("<h4>Tool drift</h4>" + _table(
-            ["tool", "source calls", "replay calls", "added", "removed", "changed args", "unrecorded"],
-            drift_rows))
-    if case["differences"]:
-        more = case["difference_count"] - len(case["differences"])
-        parts.append("<h4>Differences</h4>" + _table(
-            ["path", "kind", "source", "replay"],
-            [[f"<code>{escape(d.get('path', ''))}</code>", escape(d.get("kind", "")),
-              _pre(d.get("left", "")), _pre(d.get("right", ""))] for d in case["differences"]]))
-        if more > 0:
-            parts.append(f"<p>… and {more} more differences (see the JSON report)</p>")
-    if case["calls"]:
-        parts.append("<h4>Replay tool calls and provenance</h4>" + _table(
-            ["turn", "tool", "call id", "served", "from"],
-            [[str(c.get("turn")), escape(str(c.get("name"))), f"<code>{escape(str(c.get('callId')))}</code>",
-              escape(str(c.get("resolution"))), _provenance(c)] for c in case["calls"]]))
-    if case["judge"]:
-        parts.append("<h4>Judge</h4>" + _pre(case["judge"]))
-    title = (f'{_pill(case["status"])} case {case["case_index"]} <code>{escape(case["source_run_key"])}</code>'
-             + (f' — drift: {escape(", ".join(case["drift"]))}' if case["drift"] else ""))
-    return f"<details><summary>{title}</summary>{''.join(parts)}</details>"
-
-
-def _provenance(call: dict) -> str:
-    if call.get("sourceRunId") is None:
-        return "—"
-    return escape(f"{call['sourceRunId']} items[{call.get('outputItemIndex')}]")
+                segments.append({"key": key, "count": n, "y": y, "height": n * scale})
+        rate = h["fail_count"] / h["case_count"] if h["case_count"] else 0.0
+        rate_y = base - rate / rate_max * (base - top)
+        started = h.get("started_at")
+        date = started.strftime("%m-%d %H:%M") if hasattr(started, "strftime") else \
+            str(started or "")[5:16].replace("T", " ")
+        chart["bars"].append({"run": h["sweep_run_id"], "x": x, "center": x + bar / 2,
+                              "segments": segments, "date": date, "rate": f"{100 * rate:.1f}%",
+                              "rate_y": rate_y})
+        points.append(f"{x + bar / 2:.1f},{rate_y:.1f}")
+    chart["line"] = " ".join(points)
+    return chart
 
 
 def render_html(report: dict) -> str:
     """The report as one self-contained HTML page (inline CSS and SVG, no scripts, no network)."""
-    run = report["run"]
-    trend = report["trend"]
-    tiles = "".join(
-        f'<div class="tile" style="background:{_COLORS[k]}"><b>{run[f"{k}_count"]}</b>{k}</div>'
-        for k in ("pass", "warn", "fail", "pending"))
-    drift_rows = [[escape(tool), str(c.get("cases", 0)), str(c.get("failed_cases", 0)),
-                   str(c.get("changed_args", 0)), str(c.get("unrecorded", 0)), str(c.get("added", 0)),
-                   str(c.get("removed", 0))] for tool, c in report["tool_drift"].items()]
+    from recstore.templating import render_page
+
     order = {"fail": 0, "warn": 1, "pending": 2, "pass": 3}
     cases = sorted(report["cases"], key=lambda c: (order.get(c["status"], 9), c["case_index"]))
-    changed = [c for c in cases if c["status"] != "pass"]
-    passed = [c for c in cases if c["status"] == "pass"]
-
-    def keys(items: list[str]) -> str:
-        return ", ".join(f"<code>{escape(k)}</code>" for k in items) or "none"
-
-    body = [
-        f"<h1>Sweep {escape(run['sweep_name'])} — run #{run['sweep_run_id']}</h1>",
-        f'<p class="meta">candidate: {escape(str(run["candidate"]))} · started {escape(str(run["started_at"]))}'
-        f' · {escape(str(run["status"]))} · selection <code>{escape(str(run["selection_query"]))}</code>'
-        f' ({run["case_count"]} of {run["matched_count"]} matched runs)</p>',
-        f'<p>Gate: <span class="gate" style="color:{_COLORS[run["gate"]]}">{run["gate"]}</span> — '
-        f'<span id="case-count">{run["case_count"]} cases</span></p>',
-        f'<div class="tiles">{tiles}</div>',
-        "<h2>Trend across runs</h2>", trend_svg(report["history"]),
-        f"<p>Against run #{trend['previous_run_id']}: newly failing {keys(trend['newly_failing'])}; "
-        f"fixed {keys(trend['fixed'])}</p>" if trend["previous_run_id"] else "<p>First run of this sweep.</p>",
-        "<h2>Signals</h2>",
-        _table(["signal", "cases"], [[escape(s), str(n)] for s, n in report["signals"].items()])
-        if report["signals"] else "<p>No case raised a signal.</p>",
-        "<h2>Tool drift</h2>",
-        _table(["tool", "cases", "failed cases", "changed args", "unrecorded calls", "added", "removed"],
-               drift_rows) if drift_rows else "<p>No tool drifted.</p>",
-        f"<h2>Changed cases ({len(changed)})</h2>",
-        "".join(_case_html(c) for c in changed) or "<p>None.</p>",
-        f"<h2>Passing cases ({len(passed)})</h2>",
-        _table(["case", "source run", "replay run"],
-               [[str(c["case_index"]), f"<code>{escape(c['source_run_key'])}</code>",
-                 f"<code>{escape(str(c['replay_run_key']))}</code>"] for c in passed]) if passed else "<p>None.</p>",
-        "<h2>Spec</h2>", _pre(report["spec"]),
-    ]
-    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>Sweep {escape(run['sweep_name'])} run {run['sweep_run_id']}</title>"
-            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
+    return render_page(
+        "sweep.html.j2",
+        report=report,
+        run=report["run"],
+        trend=report["trend"],
+        colors=_COLORS,
+        chart=trend_chart(report["history"]),
+        changed=[c for c in cases if c["status"] != "pass"],
+        passed=[c for c in cases if c["status"] == "pass"],
+        case_ids={c["source_run_key"]: c["case_index"] for c in report["cases"]},
+        to_json=lambda v: json.dumps(v, ensure_ascii=False, indent=1),
+    )
 
 
 def status_text(rows: list[dict]) -> str:

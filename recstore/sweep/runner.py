@@ -22,7 +22,7 @@ import multiprocessing
 import os
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,16 +33,14 @@ from typing import Any
 from recstore.canonical import canonical_json
 from recstore.errors import InputError, NotFoundError, RecstoreError
 from recstore.process import exit_with_parent
-from recstore.store import run_key_for
+from recstore.progress import NO_PROGRESS, Progress
+from recstore.store import Store, run_key_for
 from recstore.store.tables import insert_rows
 from recstore.sweep.candidate import STOPPED, CaseReplay, prepare_candidate
 from recstore.sweep.classify import case_signals, classify, judge_input
 from recstore.sweep.judge import JudgeError, run_judge
 from recstore.sweep.locks import sweep_run_lock
 from recstore.sweep.spec import SweepSpec, spec_json
-
-#: progress(done, total) after every recorded case.
-ProgressFn = Callable[[int, int], None]
 
 
 @dataclass
@@ -119,16 +117,17 @@ class CaseResult:
 
 
 def run_sweep(
-    store: Any,
+    store: Store,
     spec: SweepSpec,
     *,
     rerun: bool = False,
-    progress: ProgressFn | None = None,
+    progress: Progress = NO_PROGRESS,
     trigger: str = "manual",
     scheduled_for: datetime | None = None,
     spec_path: str | Path | None = None,
 ) -> SweepRun:
-    """Run (or resume) a sweep of ``spec`` against ``store`` and return what happened.
+    """Run (or resume) a sweep of ``spec`` against ``store`` and return what happened;
+    ``progress.update(done, total)`` follows the recorded cases.
 
     Raises:
         StoreLockedError: another process is running this sweep on this store.
@@ -141,8 +140,7 @@ def run_sweep(
         result = SweepRun(run_id, spec.name, resumed, _case_count(store, run_id))
         writer = _CaseWriter(store, spec, run_id)
         done = result.case_count - len(cases)
-        if progress:
-            progress(done, result.case_count)
+        progress.update(done, result.case_count)
         sources: dict[int, Any] = {}  # case index -> SourceRun, for the replay's lineage row
 
         def remembered(inputs: Iterator[CaseInput]) -> Iterator[CaseInput]:
@@ -156,8 +154,7 @@ def run_sweep(
             result.processed += 1
             result.recovered += case.already_stored
             done += 1
-            if progress:
-                progress(done, result.case_count)
+            progress.update(done, result.case_count)
         writer.flush()
         _end_run(store, run_id, "finished", None)
         result.counts = _outcome_counts(store, run_id)

@@ -76,6 +76,12 @@ class ScheduleEvent:
         stamp = self.at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return f"{stamp} {self.kind:<7} {self.sweep}: {self.message}"
 
+    def to_json(self) -> dict:
+        """The event for ``sweep schedule --json`` (one JSON object per line)."""
+        return {"kind": self.kind, "sweep": self.sweep, "at": self.at.isoformat(),
+                "slot": self.slot.isoformat() if self.slot else None,
+                "missed": [m.isoformat() for m in self.missed], "message": self.message}
+
 
 #: Runs one sweep for a slot; the scheduler passes the spec, its path and the slot time.
 FireFn = Callable[["ScheduledSweep", datetime], str]

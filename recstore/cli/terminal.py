@@ -1,0 +1,110 @@
+"""What the CLI shows people: the one progress display, handed to the library as its
+:class:`~recstore.progress.Progress` (a rich progress bar with totals and ETA on a terminal, a
+plain line every ``RECSTORE_PROGRESS_SECONDS`` (default 10) when stderr is not one, nothing with
+``--quiet``), the table options, and a pager for long text. rich is imported only when a bar is
+drawn."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import IO, Any
+
+import click
+
+__all__ = ["CliProgress", "columns_option", "quiet_option", "say", "vertical_option"]
+
+quiet_option = click.option("--quiet", "-q", is_flag=True, help="Show no progress display.")
+columns_option = click.option(
+    "--columns", metavar="A,B,...", callback=lambda _ctx, _param, v: [
+        c.strip() for c in v.split(",") if c.strip()] if v else None,
+    help="Show only these columns, in this order.")
+vertical_option = click.option(
+    "--vertical", is_flag=True,
+    help="One 'column  value' block per row (a single row that does not fit prints so anyway).")
+
+
+def say(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """Print text for people: control characters from stored strings arrive escaped."""
+    from recstore.records.render import printable
+
+    click.echo(printable(text, keep="\n"), err=err, nl=nl)
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class CliProgress:
+    """``update(done, total)`` drawn for people; use as a context manager (closes the bar)."""
+
+    def __init__(self, label: str, *, quiet: bool = False, stream: IO[str] | None = None):
+        self.label = label
+        self.quiet = quiet
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.interval = float(os.environ.get("RECSTORE_PROGRESS_SECONDS") or 10)
+        self._start = self._last = time.monotonic()
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> CliProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def update(self, done: int, total: int | None = None) -> None:
+        if self.quiet:
+            return
+        if self.tty:
+            self._draw(done, total)
+            return
+        now = time.monotonic()
+        if now - self._last >= self.interval:
+            self._last = now
+            self.stream.write(self.line(done, total, now - self._start) + "\n")
+            self.stream.flush()
+
+    def line(self, done: int, total: int | None, elapsed: float) -> str:
+        """The plain progress line: count, share, rate and time left when the total is known."""
+        rate = done / elapsed if elapsed > 0 else 0.0
+        text = f"{self.label}: {done:,}"
+        if total:
+            text += f" of {total:,} ({100 * done / total:.0f}%)"
+        text += f", {rate:,.1f}/s, {_duration(elapsed)} elapsed"
+        if total and rate > 0 and done < total:
+            text += f", about {_duration((total - done) / rate)} left"
+        return text
+
+    def _draw(self, done: int, total: int | None) -> None:
+        if self._bar is None:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=Console(file=self.stream),
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(self.label, total=total)
+        self._bar.update(self._task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
