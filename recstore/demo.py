@@ -7,7 +7,6 @@ directory (a fresh temporary one unless given) that is left in place for a look 
 
 from __future__ import annotations
 
-import json
 import shlex
 import tempfile
 from pathlib import Path
@@ -17,6 +16,7 @@ import click
 
 from recstore import synth
 from recstore.files import private_dir, write_private_text
+from recstore.jsonout import write_json
 
 __all__ = ["run_demo"]
 
@@ -86,8 +86,7 @@ class _Demo:
 
 
 def _write_single(path: Path, record: dict) -> Path:
-    write_private_text(path, json.dumps(record, ensure_ascii=False, indent=2))
-    return path
+    return write_json(path, record)
 
 
 def _pick_handoff_case(n: int, seed: int) -> tuple[dict, dict]:

@@ -1,5 +1,11 @@
 """Errors a user can cause. The CLI prints them as one line (no traceback unless ``--debug``)
-and exits with ``exit_code``."""
+and exits with ``exit_code``.
+
+Exit statuses are the same for every command (README, "Exit status"): 0 checked and fine,
+1 checked and something differs or failed, 2 bad input or an error (every :class:`RecstoreError`
+but the next), 3 a gate that checked nothing or too little (:class:`CoverageError`), 130
+interrupted.
+"""
 
 from __future__ import annotations
 
@@ -32,3 +38,23 @@ class StoreLockedError(RecstoreError):
 
 class NotFoundError(RecstoreError):
     """A run, revision, query or other named object does not exist."""
+
+
+class CoverageError(RecstoreError):
+    """A gate cannot vouch for what it was asked to check: its selection was empty, nothing
+    paired, or too many runs went unchecked. A gate that checked nothing must not pass."""
+
+    exit_code = 3
+
+
+class EmptySelectionError(CoverageError):
+    """A selection (a compare side, a sweep, ``replay --select``) matched no runs, or a
+    comparison formed no pairs. ``what`` names the selection, e.g. ``--baseline``."""
+
+    def __init__(self, message: str, *, what: str | None = None):
+        self.what = what
+        super().__init__(message)
+
+
+class UnpairedRunsError(CoverageError):
+    """More runs of a comparison's sides went unpaired than ``--max-unpaired`` allows."""

@@ -36,6 +36,7 @@ import re
 import time
 import uuid
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -74,7 +75,7 @@ __all__ = [
 SCENARIOS = (
     "qa", "tools", "policy_soft", "policy_throw", "unknown_tool", "handoff", "cycle",
     "two_handoffs", "conditional", "guardrail", "maxturns", "thread", "edge_args",
-    "large_output", "validation", "provider_error",
+    "large_output", "validation", "provider_error", "reused_call_ids",
 )
 # Common scenarios repeat in the schedule after each scenario has appeared once.
 _SCHEDULE = SCENARIOS + ("tools", "qa", "handoff", "tools", "policy_soft", "thread", "guardrail",
@@ -592,6 +593,26 @@ def _plan_validation(plan: _Plan, draw: _Draw) -> None:
     plan.expect = "failed"
 
 
+_SOFT_BLOCKS = (
+    {"decision": "require_approval", "reason": "manager_approval_required",
+     "publicReason": "Manager approval is required.", "resultMode": "tool_result"},
+    {"decision": "deny", "reason": "tenant_restricted", "resultMode": "tool_result"},
+)
+
+
+def _plan_reused_call_ids(plan: _Plan, draw: _Draw) -> None:
+    """A provider that reuses one call id: two parallel calls of a turn share it and get
+    different decisions (one allowed, one soft-blocked), and the next turn's call reuses it
+    again. aioc records the ids as they are; only their positions tell the calls apart."""
+    agent = _entry(plan)
+    shared = draw.pick(["call_0", "call_1", "toolu_01", "0"])
+    calls = [_own_tool(draw, agent) for _ in range(3)]
+    for call in calls:
+        call.call_id = shared
+    calls[draw.rng.randrange(2)].decision = draw.pick(_SOFT_BLOCKS)
+    plan.turns = [calls[:2], [calls[2]], draw.answer()]
+
+
 _UPSTREAM_TIMEOUT = ProviderFailure("UpstreamTimeoutError", "upstream timed out after 30000ms (op=timeout)")
 
 
@@ -607,7 +628,7 @@ _PLANNERS: dict[str, Callable[[_Plan, _Draw], None]] = {
     "cycle": _plan_cycle, "two_handoffs": _plan_two_handoffs, "conditional": _plan_conditional,
     "guardrail": _plan_guardrail, "maxturns": _plan_maxturns, "thread": _plan_thread,
     "edge_args": _plan_edge_args, "large_output": _plan_large_output, "validation": _plan_validation,
-    "provider_error": _plan_provider_error,
+    "provider_error": _plan_provider_error, "reused_call_ids": _plan_reused_call_ids,
 }
 # Scenarios that need one suite's agents (its guardrails, its echo and document tools).
 _SCENARIO_SUITE = {"guardrail": "support", "edge_args": "research", "large_output": "research"}
@@ -742,12 +763,20 @@ def _iso_date(days_since_epoch: int) -> str:
 def _policy(plan: _Plan) -> Policies | None:
     if not plan.policies:
         return None
-    # Keyed by (request turn, callId): callIds repeat across turns, as with real providers.
-    decisions = {(t + 1, c.call_id): c.decision for t, turn in enumerate(plan.turns)
-                 if isinstance(turn, list) for c in turn}
+    # Keyed by (request turn, callId, position among the calls with both): providers reuse
+    # callIds across turns and within one.
+    planned: Counter = Counter()
+    decisions: dict[tuple, Any] = {}
+    for t, turn in enumerate(plan.turns):
+        for c in turn if isinstance(turn, list) else ():
+            planned[t + 1, c.call_id] += 1
+            decisions[t + 1, c.call_id, planned[t + 1, c.call_id]] = c.decision
+    seen: Counter = Counter()
 
     def decide(policy_input: Any) -> Any:
-        decision = decisions.get((policy_input.turn, policy_input.call_id))
+        key = (policy_input.turn, policy_input.call_id)
+        seen[key] += 1
+        decision = decisions.get((*key, seen[key]))
         if decision == "raise":
             raise _PolicyBackendError("policy backend unavailable (503)")
         return decision or _ALLOW

@@ -33,8 +33,11 @@ def cell(value: Any) -> str:
 
 def json_block(value: Any) -> str:
     """JSON that is safe inside ``<script type="application/json">``: ASCII only (lone
-    surrogates survive) and ``<``, ``>``, ``&`` escaped so no text can close the element."""
-    text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str)
+    surrogates survive), other values as :mod:`recstore.jsonout` writes them (timestamps in UTC
+    with ``Z``), and ``<``, ``>``, ``&`` escaped so no text can close the element."""
+    from recstore.jsonout import json_default
+
+    text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=json_default)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

@@ -9,7 +9,7 @@
 -- Lineage: sweep run -> case (sweep_selection) -> replay run (sweep_case_results.replay_run_key,
 -- and a 'sweep_case' row in lineage_log naming the source) -> source run. How each replay was
 -- served (per-call provenance) is the replay layer's: views replays and replay_calls.
--- Public, queryable views: sweeps, sweep_runs, sweep_cases.
+-- Public, queryable views: sweep_cases (here), sweep_runs and sweeps (schema 041).
 
 CREATE SEQUENCE IF NOT EXISTS sweep_run_seq START 1;
 
@@ -87,44 +87,3 @@ SELECT s.sweep_run_id,
 FROM sweep_selection s
 JOIN sweep_run_starts r USING (sweep_run_id)
 LEFT JOIN sweep_case_results c USING (sweep_run_id, case_index);
-
-CREATE OR REPLACE VIEW sweep_runs AS
-SELECT r.sweep_run_id,
-       r.sweep_name,
-       r.spec_hash,
-       r.candidate,
-       r.trigger,
-       r.scheduled_for,
-       r.started_at,
-       e.ended_at,
-       coalesce(e.status, 'unfinished') AS status,
-       r.selection_query,
-       r.matched_count,
-       r.case_count,
-       count(c.case_index)::INTEGER AS done_count,
-       count(c.case_index) FILTER (WHERE c.outcome = 'pass')::INTEGER AS pass_count,
-       count(c.case_index) FILTER (WHERE c.outcome = 'warn')::INTEGER AS warn_count,
-       count(c.case_index) FILTER (WHERE c.outcome = 'fail')::INTEGER AS fail_count,
-       (r.case_count - count(c.case_index))::INTEGER AS pending_count,
-       r.snapshot_seq
-FROM sweep_run_starts r
-LEFT JOIN sweep_run_ends e USING (sweep_run_id)
-LEFT JOIN sweep_case_results c USING (sweep_run_id)
-GROUP BY r.sweep_run_id, r.sweep_name, r.spec_hash, r.candidate, r.trigger, r.scheduled_for,
-         r.started_at, e.ended_at, e.status, r.selection_query, r.matched_count, r.case_count,
-         r.snapshot_seq;
-
-CREATE OR REPLACE VIEW sweeps AS
-SELECT sweep_name,
-       count(*)::INTEGER AS run_count,
-       max(sweep_run_id) AS last_run_id,
-       max(started_at) AS last_started_at,
-       arg_max(status, sweep_run_id) AS last_status,
-       arg_max(spec_hash, sweep_run_id) AS spec_hash,
-       arg_max(candidate, sweep_run_id) AS candidate,
-       arg_max(pass_count, sweep_run_id) AS last_pass_count,
-       arg_max(warn_count, sweep_run_id) AS last_warn_count,
-       arg_max(fail_count, sweep_run_id) AS last_fail_count,
-       max(scheduled_for) AS last_scheduled_for
-FROM sweep_runs
-GROUP BY sweep_name;

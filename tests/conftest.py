@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,31 @@ AIOC_RECORD_NAMES = [
     "v-thread-continuation",
     "v-guardrail-triggered",
 ]
+
+
+HOSTILE = FIXTURES / "hostile"
+
+
+def run_cli(db: Path | str, *args: str, cwd: Path | str | None = None) -> subprocess.CompletedProcess:
+    """The real ``recstore`` CLI in a subprocess on the store ``db`` (text output captured)."""
+    return subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), *args],
+                          capture_output=True, text=True, cwd=cwd or REPO_ROOT, timeout=600)
+
+
+def from_source_sweep(folder: Path, name: str, query: str, select_extra: str = "") -> Path:
+    """Write ``<folder>/<name>.toml``: a sweep replaying what ``query`` selects from source
+    (``select_extra``: more ``[select]`` lines); returns its path."""
+    path = folder / f"{name}.toml"
+    path.write_text(f"name = {json.dumps(name)}\n[select]\nquery = {json.dumps(query)}\n"
+                    f"{select_extra}[candidate]\nfrom_source = true\n", encoding="utf-8")
+    return path
+
+
+def hostile_cases(name: str) -> list[tuple[str, ...]]:
+    """The cases of ``tests/fixtures/hostile/<name>``: one per line, fields separated by tabs,
+    ``#`` comment lines skipped (a new attack is one line to add)."""
+    lines = (HOSTILE / name).read_text(encoding="utf-8").splitlines()
+    return [tuple(line.split("\t")) for line in lines if line.strip() and not line.startswith("#")]
 
 
 def read_ndjson_gz(path: Path) -> list[dict]:

@@ -110,7 +110,8 @@ def test_two_stored_runs_and_two_files(db):
     [
         (["--baseline", "tag.set = 'baseline'"], "--baseline and --candidate"),
         ([*BULK, "--pair-by", "colour"], "--pair-by 'colour'"),
-        ([*BULK, "--ignore", "policy.resource.kind"], "--ignore 'policy.resource.kind'"),
+        ([*BULK, "--ignore", "policy.resource.kind"], "ignore path 'policy.resource.kind'"),
+        ([*BULK, "--ignore", "policy.timestmap"], "did you mean 'timestamp'?); valid paths: response"),
         ([*BULK, "--fail-on", "vibes"], "unknown classification signal 'vibes'"),
         ([*BULK, "--format", "csv"], "--format and --output go together"),
         (["only-one"], "give two files or runs"),
@@ -138,6 +139,10 @@ def test_html_report_is_one_file_without_network_or_none(report):
     assert not re.search(r"(src|href)=[\"']?(https?:)?//", text), "no external assets"
     assert "script-src 'sha256-" in unescape(text)  # only the page's own script may run
     assert ">None<" not in text and "None" not in text_of(text)
+    change = report[1]["aggregate"]["changeRate"]
+    low, high = change["ci95"]
+    assert change["interval"] == "wilson"
+    assert f"changed (95% CI {100 * low:.1f}–{100 * high:.1f}%)" in text  # the JSON's interval
 
 
 @needs_chromium

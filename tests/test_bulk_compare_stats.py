@@ -1,15 +1,14 @@
-"""Paired statistics of a comparison: exact McNemar and the binomial bootstrap."""
+"""Paired statistics of a comparison: exact McNemar and the Wilson interval of a proportion."""
 
 from __future__ import annotations
 
 import math
-import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recstore.compare.stats import bootstrap_rate_ci, mcnemar_exact
+from recstore.compare.stats import mcnemar_exact, wilson_interval
 
 
 def brute_mcnemar(b: int, c: int) -> float:
@@ -42,22 +41,40 @@ def test_mcnemar_equals_exact_binomial_and_is_symmetric(b, c):
         assert mcnemar_exact(b, c + 1) <= p + 1e-15
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.integers(1, 5000).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
-def test_bootstrap_interval_brackets_the_rate(kn):
+# Newcombe (1998), "Two-sided confidence intervals for the single proportion", Table I, method 3
+# (Wilson score, no continuity correction), plus 0 of 200: the interval the bootstrap printed as
+# "0.0–0.0%".
+WILSON_KNOWN = [
+    (81, 263, 0.2553, 0.3662),
+    (15, 148, 0.0624, 0.1605),
+    (0, 20, 0.0, 0.1611),
+    (1, 29, 0.0061, 0.1718),
+    (0, 10, 0.0, 0.2775),
+    (29, 29, 0.8830, 1.0),
+    (0, 200, 0.0, 0.0188),
+]
+
+
+@pytest.mark.parametrize(("k", "n", "low", "high"), WILSON_KNOWN)
+def test_wilson_known_values(k, n, low, high):
+    got = wilson_interval(k, n)
+    assert got is not None
+    assert got[0] == pytest.approx(low, abs=5e-5) and got[1] == pytest.approx(high, abs=5e-5)
+
+
+def test_no_interval_for_zero_trials():
+    assert wilson_interval(0, 0) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 100_000).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+def test_wilson_brackets_the_rate_and_never_collapses(kn):
     k, n = kn
-    low, high = bootstrap_rate_ci(k, n, replicates=500)
+    low, high = wilson_interval(k, n)
     assert 0.0 <= low <= k / n <= high <= 1.0
-    assert (low, high) == bootstrap_rate_ci(k, n, replicates=500)  # seeded: reproducible
-    if k in (0, n):
-        assert low == high == k / n
-
-
-def test_bootstrap_matches_resampling_the_pairs():
-    """The binomial shortcut gives the same percentiles as resampling pair outcomes."""
-    outcomes = [1] * 60 + [0] * 140
-    rng = random.Random(3)
-    rates = sorted(sum(rng.choices(outcomes, k=len(outcomes))) / 200 for _ in range(4000))
-    brute = (rates[100], rates[3899])
-    low, high = bootstrap_rate_ci(60, 200, replicates=4000)
-    assert abs(low - brute[0]) <= 0.015 and abs(high - brute[1]) <= 0.015
+    assert high - low > 0.0  # at 0 or n successes too: uncertainty never reads as certainty
+    mirrored = wilson_interval(n - k, n)  # symmetric in successes and failures
+    assert mirrored[0] == pytest.approx(1.0 - high, abs=1e-12)
+    assert mirrored[1] == pytest.approx(1.0 - low, abs=1e-12)
+    wider = wilson_interval(k, n, level=0.99)
+    assert wider[0] <= low + 1e-12 and wider[1] >= high - 1e-12

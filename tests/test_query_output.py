@@ -45,7 +45,7 @@ def test_json_embeds_json_columns_and_keeps_rows(fixture_store):
     assert [r["duration_ms"] for r in rows] == [e[2] for e in expected]
     assert all(isinstance(r["metadata"], dict) for r in rows)
     assert rows[0]["metadata"] == json.loads(expected[0][4])
-    assert rows[0]["started"] == expected[0][3].isoformat()
+    assert rows[0]["started"] == expected[0][3].isoformat() + "Z"  # the store's times are UTC
 
 
 def test_ndjson_is_one_object_per_line(fixture_store):

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recstore.canonical import canonical_json
+from recstore.compare import parse_ignore, strip_record
 from recstore.records import compare_records, extract_tool_calls
 from recstore.replay import harness_from_source, replay_run
 from recstore.synth import generate_corpus
@@ -87,6 +88,39 @@ def test_one_thousand_generated_records_reproduce():
         count += 1
     assert count == 1000
     assert len(scenarios) >= 10  # the generator's scenarios are all exercised
+
+
+def test_generated_records_reproduce_their_decisions_and_failures_too():
+    """Beyond response and tool calls: every policy and guardrail decision (as the semantic
+    preset compares them: not their timestamps or call ids) and the error of a failed run. Only
+    argument-validation failures cannot be: the record holds no tool schemas."""
+    semantic = parse_ignore(preset="semantic")
+    checked = 0
+    for source in generate_corpus(300, seed=5):
+        if source["metadata"]["scenario"] == "validation":
+            continue
+        replay = replay_run(source, harness_from_source(source), "strict").record
+        comparison = compare_records(strip_record(source, semantic), strip_record(replay, semantic),
+                                     exclude_sections=sorted(semantic.sections))
+        assert comparison["equal"], (source["metadata"], comparison["differences"][:2])
+        assert [replay.get(k) for k in ("status", "errorName", "errorMessage")] == [
+            source.get(k) for k in ("status", "errorName", "errorMessage")]
+        checked += 1
+    assert checked > 250
+
+
+def test_reused_call_ids_get_their_own_decisions():
+    """Providers reuse call ids; the decisions of calls sharing a turn and id are told apart by
+    position, so a strict self-replay reproduces them instead of stopping REPLAY_INPUT_MISSING."""
+    sources = [r for r in generate_corpus(200, seed=13) if r["metadata"]["scenario"] == "reused_call_ids"]
+    assert len(sources) == 8
+    for source in sources:
+        decisions = [(d["turn"], d["callId"], d["decision"]) for d in source["policyDecisions"]]
+        first_turn = [d for d in decisions if d[0] == 1]
+        assert len({d[1] for d in decisions}) == 1 and len({d[2] for d in first_turn}) == 2
+        replay = reproduce(source)
+        assert [(d["turn"], d["callId"], d["decision"], d["reason"]) for d in replay["policyDecisions"]] == [
+            (d["turn"], d["callId"], d["decision"], d["reason"]) for d in source["policyDecisions"]]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from recstore.errors import InputError
 from recstore.records import compare_records, extract_tool_calls
 from recstore.sweep.classify import case_signals, classify, judge_input, tool_drift
 from recstore.sweep.judge import JudgeError, parse_verdict, run_judge
@@ -187,3 +188,34 @@ def test_tool_drift_is_the_per_tool_multiset_difference(before, after):
         assert (d["source_calls"], d["replay_calls"]) == (sum(a.values()), sum(b.values()))
         assert d["changed_args"] == min(d["added"], d["removed"]) and d["unrecorded"] == 0
     assert tool_drift(_record(after), _record(after)) == {}
+
+
+def test_a_failure_reproduced_the_same_way_is_not_candidate_failed():
+    source = json.loads((AIOC_FIXTURES / "v-failed-deny-throw.json").read_text(encoding="utf-8"))
+    spec = spec_with()
+    same = copy.deepcopy(source)
+    signals, _ = case_signals(spec, source, same, compare_records(source, same), None)
+    assert "candidate_failed" not in signals and classify(spec, signals) == "pass"
+    other = copy.deepcopy(source)
+    other["errorName"], other["errorMessage"] = "REPLAY_INPUT_MISSING", "Missing recorded tool output"
+    signals, _ = case_signals(spec, source, other, compare_records(source, other), None)
+    assert "candidate_failed" in signals and classify(spec, signals) == "fail"
+    completed = json.loads((AIOC_FIXTURES / "tool-allow.json").read_text(encoding="utf-8"))
+    broken = dict(copy.deepcopy(completed), status="failed", errorName="X", errorMessage="y")
+    signals, _ = case_signals(spec, completed, broken, compare_records(completed, broken), None)
+    assert {"candidate_failed", "status_changed"} <= set(signals)
+
+
+def test_compare_defaults_to_what_a_replay_reproduces_and_says_so():
+    assert spec_with().compare.compared() == {
+        "preset": "semantic",
+        "sections": ["response", "toolCalls", "policy", "guardrails"],
+        "ignored": ["guardrails.timestamp", "policy.callId", "policy.expiresAt", "policy.timestamp"],
+    }
+    exact = spec_with(compare={"preset": "exact"}).compare.compared()
+    assert exact["sections"] == ["response", "toolCalls", "policy", "guardrails", "metadata"]
+    assert exact["ignored"] == []
+    for bad in ({"ignore": ["policy.timestmap"]}, {"preset": "semantics"},
+                {"include_sections": ["toolcalls"]}):
+        with pytest.raises(InputError, match="mem at compare"):
+            spec_with(compare=bad)

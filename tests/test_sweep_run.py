@@ -241,7 +241,7 @@ def test_cli_run_status_report_and_exit_codes(store, spec_path, tmp_path):
     status = cli(store.path, "sweep", "status", "finance-schema", "--json")
     assert status.returncode == 0 and json.loads(status.stdout)[0]["fail_count"] == summary["counts"]["fail"]
     report = cli(store.path, "sweep", "report", "finance-schema", "--output", str(tmp_path / "r"))
-    assert report.returncode == 0 and (tmp_path / "r" / f"sweep-{summary['sweep_run_id']}.html").exists()
+    assert report.returncode == 0 and (tmp_path / "r" / f"sweep-finance-schema-{summary['run_number']}.html").exists()
     # the views are queryable through the query layer
     q = cli(store.path, "query", "SELECT fail_count FROM sweep_runs", "--format", "json")
     assert q.returncode == 0 and str(summary["counts"]["fail"]) in q.stdout

@@ -252,8 +252,8 @@ def test_scheduled_fires_are_ordinary_sweep_runs_and_missed_slots_come_from_the_
     store_scheduler(store, sweeps, clock=clock, sleep=clock.sleep, on_event=events.append).run(max_fires=2)
     runs = sweep_status(store, "hourly")
     assert [(r["trigger"], r["scheduled_for"], r["status"]) for r in runs] == [
-        ("schedule", "2026-01-01T01:00:00", "finished"),
-        ("schedule", "2026-01-01T02:00:00", "finished"),
+        ("schedule", "2026-01-01T01:00:00Z", "finished"),
+        ("schedule", "2026-01-01T02:00:00Z", "finished"),
     ]
     assert all(r["case_count"] == 6 for r in runs)
     assert [e.kind for e in events if e.kind in ("fired", "error")] == ["fired", "fired"]

@@ -3,7 +3,6 @@ without touching a store (ingest, replay --match agentuse and --command live on 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -11,6 +10,7 @@ import click
 from recstore.cli import cli
 from recstore.cli.terminal import say
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 
 
 @cli.group("agentuse")
@@ -39,7 +39,7 @@ def check(ctx: click.Context, path: str, as_json: bool) -> None:
     runs = [assemble_run(tree.files) for tree in scan.trees]
     problems = [*scan.problems, *(p for run in runs for p in run.problems)]
     if as_json:
-        click.echo(json.dumps(_report(scan.layout, runs, problems), ensure_ascii=False, indent=2))
+        click.echo(dumps(_report(scan.layout, runs, problems)))
     else:
         say(f"{scan.layout}: {len(runs)} sessions, {len(problems)} problems")
         for run in runs:

@@ -5,7 +5,6 @@ Reuses ``record_cmds``' ``compare_options`` and ``echo_comparison`` for the one-
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -17,6 +16,7 @@ from recstore.cli.existing_store import WRITE_WAIT, existing_store, lock_timeout
 from recstore.cli.record_cmds import compare_options, echo_comparison
 from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.compare import (
+    DEFAULT_MAX_UNPAIRED,
     DUPLICATE_RULES,
     PRESETS,
     ClassificationRule,
@@ -29,6 +29,24 @@ from recstore.compare.report import render_html, render_text
 from recstore.errors import InputError
 from recstore.files import private_open, write_private_text
 from recstore.formats.aioc import load_record_file
+from recstore.jsonout import dumps
+
+
+def _gate(ctx: click.Context, comparison, max_unpaired: float) -> None:
+    """Exit as the gate decides: 1 on a failed pair, 3 (raised) on too many unpaired runs, else
+    0; unpaired runs within the allowance are still reported."""
+    unpaired = comparison.unpaired_error(max_unpaired)
+    if comparison.failed:
+        if unpaired is not None:
+            say(f"recstore: also: {unpaired}", err=True)
+        ctx.exit(1)
+    if unpaired is not None:
+        raise unpaired
+    counts = comparison.unpaired_counts()
+    if counts["baseline"] or counts["candidate"]:
+        say(f"recstore: note: unpaired runs: baseline {counts['baseline']}, candidate "
+            f"{counts['candidate']} (within --max-unpaired {max_unpaired:g})", err=True)
+    ctx.exit(0)
 
 
 def _write_pairs(comparison, fmt: str, output: str) -> None:
@@ -86,6 +104,19 @@ def _write_pairs(comparison, fmt: str, output: str) -> None:
 )
 @click.option("--no-record", is_flag=True, help="Do not store the comparison in the store.")
 @quiet_option
+@click.option(
+    "--max-unpaired",
+    type=click.FloatRange(0.0, 1.0),
+    default=DEFAULT_MAX_UNPAIRED,
+    show_default=True,
+    metavar="FRACTION",
+    help="Share of a side's runs that may go unpaired before the gate exits 3.",
+)
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Accept a side that selects no runs, or no pairs (exit 0 instead of 3).",
+)
 @compare_options
 @lock_timeout_option(WRITE_WAIT)
 @click.pass_context
@@ -106,6 +137,8 @@ def compare_cmd(
     html_details: int,
     no_record: bool,
     quiet: bool,
+    max_unpaired: float,
+    allow_empty: bool,
     as_json: bool,
     include: tuple[str, ...],
     exclude: tuple[str, ...],
@@ -117,8 +150,10 @@ def compare_cmd(
     A B         two RunRecord files, or two stored runs (run key, run id or prefix):
                 aioc's full result; exit 0 when equal, 1 when different.
     --baseline F --candidate F [--pair-by KEY]
-                bulk: pair the two run sets and compare every pair in SQL; exit 0 when
-                no pair classifies as fail, 1 otherwise (a CI gate).
+                bulk: pair the two run sets and compare every pair in SQL (a CI gate):
+                exit 1 when a pair classifies as fail; 3 when a side selects no runs,
+                nothing pairs, or more than --max-unpaired of a side's runs are
+                unpaired (default 0: every selected run must be compared); else 0.
 
     Pairs classify as fail when the candidate failed, warn when not equal, else pass
     (aioc's rule); --fail-on/--warn-on take signals: statusChanged, toolsChanged,
@@ -153,6 +188,7 @@ def compare_cmd(
                 duplicates=duplicates,
                 rule=ClassificationRule.parse(fail_on, warn_on),
                 record=not no_record,
+                allow_empty=allow_empty,
                 progress=progress,
             )
         if fmt:
@@ -160,10 +196,10 @@ def compare_cmd(
         if html_path:
             write_private_text(html_path, render_html(comparison, store, detail_limit=html_details))
         if as_json:
-            click.echo(json.dumps(comparison.to_dict(), ensure_ascii=False, default=str))
+            click.echo(dumps(comparison.to_dict()))
         else:
             say(render_text(comparison))
-        ctx.exit(1 if comparison.failed else 0)
+        _gate(ctx, comparison, max_unpaired)
     if len(runs) != 2:
         raise InputError("give two files or runs (A B), or --baseline and --candidate")
     a, b = runs

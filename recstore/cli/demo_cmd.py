@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import click
 
 from recstore.cli import cli
 from recstore.demo import run_demo
+from recstore.jsonout import dumps
 
 
 @cli.command("demo")
@@ -32,4 +32,4 @@ def demo(workdir: Path | None, cases: int, seed: int, as_json: bool) -> None:
         return
     with contextlib.redirect_stdout(sys.stderr):
         summary = run_demo(workdir, n=cases, seed=seed, out=sys.stderr)
-    click.echo(json.dumps(summary, indent=2))
+    click.echo(dumps(summary))

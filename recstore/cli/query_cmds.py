@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +11,7 @@ from recstore.cli import cli
 from recstore.cli.existing_store import READ_WAIT, existing_store, lock_timeout_option
 from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 from recstore.query import (
     FORMATS,
     CompiledQuery,
@@ -148,10 +148,10 @@ def queries_cmd(as_json: bool) -> None:
     """List the saved queries (run one with `recstore query @NAME`)."""
     saved = list_saved()
     if as_json:
-        click.echo(json.dumps([
+        click.echo(dumps([
             {"name": q.name, "language": q.language, "description": q.description,
              "params": [p.__dict__ for p in q.params], "path": str(q.path)} for q in saved
-        ], indent=2))
+        ]))
         return
     width = max((len(q.name) for q in saved), default=0) + 1
     for q in saved:
@@ -173,7 +173,7 @@ def schema_cmd(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
     else:
         catalog = default_catalog()
     if as_json:
-        click.echo(json.dumps(schema_json(catalog), indent=2))
+        click.echo(dumps(schema_json(catalog)))
     else:
         say(schema_text(catalog), nl=False)
 
@@ -219,8 +219,8 @@ def export_cmd(ctx: click.Context, target: str | None, overwrite: bool, otlp_dir
         summary = export_views(existing_store(ctx, lock_timeout), target, progress,
                                overwrite=overwrite)
     if as_json:
-        click.echo(json.dumps({"directory": str(summary.directory), "rows": summary.rows,
-                               "partitioned": summary.partitioned}, indent=2))
+        click.echo(dumps({"directory": str(summary.directory), "rows": summary.rows,
+                          "partitioned": summary.partitioned}))
         return
     for name, rows in summary.rows.items():
         layout = "by day" if name in summary.partitioned else "single file"
@@ -236,8 +236,8 @@ def _export_otlp(store: Store, directory: str, dsl_filter: str | None, content: 
     keys = select_run_keys(store, dsl_filter) if dsl_filter else None
     result = export_otlp(store, directory, keys, content=content)
     if as_json:
-        click.echo(json.dumps({"directory": str(result.directory), "content": result.content,
-                               "files": {k: str(p) for k, p in result.files.items()}}, indent=2))
+        click.echo(dumps({"directory": str(result.directory), "content": result.content,
+                          "files": {k: str(p) for k, p in result.files.items()}}))
         return
     say(f"exported {len(result.files)} runs as OTLP/JSON traces to {result.directory} "
         f"(content: {result.content})")

@@ -12,8 +12,9 @@ import click
 
 from recstore.cli import cli
 from recstore.formats.aioc import load_record_file
+from recstore.jsonout import dumps
 from recstore.records import SECTIONS, analyze
-from recstore.records.render import dumps_json, render_analysis, render_comparison
+from recstore.records.render import render_analysis, render_comparison
 
 __all__ = ["compare_options", "echo_comparison"]
 
@@ -31,7 +32,7 @@ def inspect_record(file: str, as_json: bool) -> None:
       recstore inspect run.json --json
     """
     analysis = analyze(load_record_file(file))
-    click.echo(dumps_json(analysis.to_dict()) if as_json else render_analysis(analysis))
+    click.echo(dumps(analysis.to_dict()) if as_json else render_analysis(analysis))
 
 
 def compare_options(command: Callable) -> Callable:
@@ -54,5 +55,5 @@ def compare_options(command: Callable) -> Callable:
 
 def echo_comparison(result: dict, as_json: bool, left_name: str, right_name: str) -> int:
     """Print one aioc comparison result; return the exit status (0 equal, 1 different)."""
-    click.echo(dumps_json(result) if as_json else render_comparison(result, left_name, right_name))
+    click.echo(dumps(result) if as_json else render_comparison(result, left_name, right_name))
     return 0 if result["equal"] else 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -11,6 +10,7 @@ from recstore.cli import cli
 from recstore.cli.existing_store import READ_WAIT, WRITE_WAIT, existing_store, lock_timeout_option
 from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 
 _EXAMPLE = """
 Examples:
@@ -82,19 +82,21 @@ def _provider_spec(kind, script, base_url, model, api_key_env, timeout, max_retr
               help="--match agentuse: a read-only file served from its current content (repeatable).")
 @click.option("--allow-outside", is_flag=True,
               help="Let the harness read files outside its own folder (instructions_file, script).")
+@click.option("--allow-empty", is_flag=True, help="--select: accept a selection of no runs (else exit 3).")
 @click.option("--json", "as_json", is_flag=True, help="Print reports as JSON.")
 @quiet_option
 @lock_timeout_option(WRITE_WAIT)
 @click.pass_context
 def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_kind, script, base_url,
                model, api_key_env, timeout, max_retries, select_dsl, workers, no_store, matching, command,
-               command_timeout, project_root, references, allow_outside, as_json, quiet, lock_timeout):
+               command_timeout, project_root, references, allow_outside, allow_empty, as_json, quiet,
+               lock_timeout):
     """Replay stored runs against a candidate with recorded tool outputs.
 
     Exit status 0 when every replay completed (finished like its source and equal to it on
     response and tool calls; with --match agentuse, when agentuse's status is proposal or
     completed, the comparison only reported), 1 otherwise, 2 for a source --match agentuse
-    refuses.
+    refuses, 3 when --select matches no runs.
 
     A harness file is trusted like code (it may name Python functions to run and an endpoint that
     receives its API key variable); it may read only files beside it unless --allow-outside.
@@ -116,9 +118,9 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
                     allow_outside)
     store = existing_store(ctx, lock_timeout)
     if select_dsl is not None:
-        from recstore.query import select_run_keys
+        from recstore.query import select_gate_runs
 
-        keys = select_run_keys(store, select_dsl)
+        keys = select_gate_runs(store, select_dsl, what="--select", allow_empty=allow_empty)
     else:
         keys = [store.resolve_run(run)]
     with CliProgress("replay runs", quiet=quiet) as progress:
@@ -142,7 +144,7 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
 def _print(results, as_json: bool, single: bool) -> None:
     if as_json:
         payload = [dict(r.report.to_json(), sourceRunKey=r.source_run_key, replayRunKey=r.replay_run_key) for r in results]
-        click.echo(json.dumps(payload[0] if single and payload else payload, ensure_ascii=False, indent=2))
+        click.echo(dumps(payload[0] if single and payload else payload))
         return
     if single:
         for r in results:
@@ -161,12 +163,21 @@ def _print(results, as_json: bool, single: bool) -> None:
 
 @cli.command("lineage")
 @click.argument("run")
+@click.option("--limit", type=click.IntRange(min=1), default=500, show_default=True,
+              help="Show at most this many runs (lines).")
 @click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON.")
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
-def lineage_cmd(ctx, run, as_json, lock_timeout):
-    """Print the tree of runs derived from RUN (replays, replays of replays, continuations)."""
+def lineage_cmd(ctx, run, limit, as_json, lock_timeout):
+    """Print the tree of runs derived from RUN (replays, replays of replays, continuations).
+
+    Each run's subtree is shown once: a run met again is marked as a cycle (a link back to an
+    ancestor) or as shown above, and the output stops after --limit runs.
+    """
     from recstore.replay.lineage import lineage_tree, render_tree
 
-    tree = lineage_tree(existing_store(ctx, lock_timeout), run)
-    click.echo(json.dumps(tree, ensure_ascii=False, indent=2) if as_json else render_tree(tree))
+    tree = lineage_tree(existing_store(ctx, lock_timeout), run, limit=limit)
+    if as_json:
+        click.echo(dumps(tree))
+    else:
+        say(render_tree(tree))

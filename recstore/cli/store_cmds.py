@@ -15,8 +15,9 @@ from recstore.cli import cli
 from recstore.cli.existing_store import READ_WAIT, WRITE_WAIT, lock_timeout_option
 from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 from recstore.records import analyze
-from recstore.records.render import dumps_json, render_analysis
+from recstore.records.render import render_analysis
 from recstore.store import Store
 from recstore.store.ingest import DEFAULT_BATCH_SIZE
 
@@ -96,7 +97,7 @@ def ingest(
     if as_json:
         payload = summary.to_dict()
         payload.pop("run_keys")
-        click.echo(dumps_json(payload))
+        click.echo(dumps(payload))
     else:
         for reject in summary.rejects[:_SHOWN_REJECTS]:
             where = f" at {reject['path']}" if reject["path"] else ""
@@ -118,9 +119,7 @@ def rejects(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
     """
     rows = _store(ctx, lock_timeout).rejects()
     if as_json:
-        for row in rows:
-            row["rejected_at"] = row["rejected_at"].isoformat()
-        click.echo(dumps_json(rows))
+        click.echo(dumps(rows))
         return
     for row in rows:
         where = f"{row['source_uri']}:{row['line']}" if row["line"] else row["source_uri"]
@@ -150,7 +149,7 @@ def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
     store = _store(ctx, lock_timeout)
     record = store.get_record(run, revision=revision)
     if as_json:
-        click.echo(dumps_json(record))
+        click.echo(dumps(record))
         return
     row = store.run_row(run) if revision is None else {}
     text = _show_lead(record, row) + "\n" + render_analysis(analyze(record))
@@ -190,7 +189,7 @@ def _field_text(value: object) -> str:
         return "—"
     if value == "":
         return "(empty)"
-    return value if isinstance(value, str) else dumps_json(value, indent=None)
+    return value if isinstance(value, str) else dumps(value, indent=None)
 
 
 _RUN_COLUMNS = {"run_key": "run_key", "status": "status", "agent": "agent", "model": "model",
@@ -217,7 +216,7 @@ def runs(ctx: click.Context, limit: int, columns: list[str] | None, vertical: bo
     """
     rows = _store(ctx, lock_timeout).runs(limit)
     if as_json:
-        click.echo(dumps_json(rows))
+        click.echo(dumps(rows))
         return
     from recstore.query.table import write_table
 
@@ -248,7 +247,7 @@ def verify(ctx: click.Context, as_json: bool, quiet: bool, lock_timeout: float) 
     with CliProgress("verify runs", quiet=quiet) as progress:
         report = _store(ctx, lock_timeout).verify(progress)
     if as_json:
-        click.echo(dumps_json(report.to_dict()))
+        click.echo(dumps(report.to_dict()))
     else:
         for problem in report.problems:
             say(f"problem: {problem}", err=True)
@@ -272,4 +271,4 @@ def rebuild(ctx: click.Context, lock_timeout: float, as_json: bool, quiet: bool)
     """
     with CliProgress("rebuild runs", quiet=quiet) as progress:
         count = _store(ctx, lock_timeout).rebuild(progress)
-    click.echo(dumps_json({"runs": count}) if as_json else f"rebuilt projections of {count} runs")
+    click.echo(dumps({"runs": count}) if as_json else f"rebuilt projections of {count} runs")

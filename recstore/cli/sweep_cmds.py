@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -16,6 +15,7 @@ from recstore.cli.existing_store import (
 )
 from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 
 
 def _waiting_store(ctx: click.Context, lock_timeout: float):
@@ -41,13 +41,16 @@ def sweep() -> None:
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
 @click.option("--rerun", is_flag=True, help="Start a fresh run even if an unfinished one exists.")
 @click.option("--workers", type=click.IntRange(1, 64), help="Override the spec's worker count.")
+@click.option("--allow-empty", is_flag=True,
+              help="Run even when the selection matches no runs (else exit 3, no run opened).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 @quiet_option
 @lock_timeout_option(SWEEP_WAIT)
 @click.pass_context
 def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | None,
-              as_json: bool, quiet: bool, lock_timeout: float) -> None:
-    """Run the sweep in SPEC, or continue its unfinished run; exit 1 when any case fails.
+              allow_empty: bool, as_json: bool, quiet: bool, lock_timeout: float) -> None:
+    """Run the sweep in SPEC, or continue its unfinished run; exit 1 when any case fails, 3 when
+    the selection matches no runs.
 
     While another process (an ingest) has the store open, the run waits for it, saying so on
     stderr, rather than stop halfway.
@@ -64,12 +67,16 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
         spec = spec.model_copy(update={"workers": workers})
     with CliProgress(f"sweep {spec.name}", quiet=quiet) as progress:
         result = run_sweep(_waiting_store(ctx, lock_timeout), spec, rerun=rerun,
-                           progress=progress, spec_path=Path(spec_path).resolve())
+                           progress=progress, spec_path=Path(spec_path).resolve(),
+                           allow_empty=allow_empty)
     if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
+        click.echo(dumps(result.to_json()))
     else:
+        from recstore.sweep.report import compared_text
+
         say(result.summary_line())
-        say(f"report: recstore sweep report {result.sweep_run_id} --output DIR")
+        say(compared_text(result.compared))
+        say(f"report: recstore sweep report {result.label} --output DIR")
     ctx.exit(1 if result.failed else 0)
 
 
@@ -99,7 +106,7 @@ def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: in
     store = _waiting_store(ctx, lock_timeout)
 
     def echo(event) -> None:
-        click.echo(json.dumps(event.to_json()) if as_json else event.line(),
+        click.echo(dumps(event.to_json(), indent=None) if as_json else event.line(),
                    err=event.kind == "error" and not as_json)
 
     scheduler = store_scheduler(store, sweeps, on_event=echo)
@@ -131,9 +138,8 @@ def sweep_cron(ctx: click.Context, spec_path: str, log_path: str | None, as_json
         raise InputError("has no [schedule] section (cron and timezone)", source=spec_path)
     entry = cron_lines(ScheduledSweep(spec, Path(spec_path)), ctx.obj["db"], log=log_path)
     if as_json:
-        click.echo(json.dumps({"sweep": spec.name, "cron": spec.schedule.cron,
-                               "timezone": spec.schedule.timezone, "crontab": entry + "\n"},
-                              indent=2))
+        click.echo(dumps({"sweep": spec.name, "cron": spec.schedule.cron,
+                          "timezone": spec.schedule.timezone, "crontab": entry + "\n"}))
     else:
         say(entry)
 
@@ -156,7 +162,7 @@ def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool,
 
     rows = sweep_status(existing_store(ctx, lock_timeout), name)
     if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
+        click.echo(dumps(rows))
     elif not rows:
         say("no sweep has run on this store yet")
     else:
@@ -166,18 +172,19 @@ def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool,
 @sweep.command("report")
 @click.argument("run_ref", metavar="RUN")
 @click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False), default=".",
-              show_default=True, help="Folder for sweep-<run>.json and sweep-<run>.html.")
+              show_default=True, help="Folder for sweep-<name>-<N>.json and .html.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report JSON to stdout instead.")
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
 def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bool,
                      lock_timeout: float) -> None:
-    """Write the JSON and self-contained HTML report of sweep run RUN (a run number, or a sweep
-    name for its latest run).
+    """Write the JSON and self-contained HTML report of sweep run RUN: NAME#N (run N of sweep
+    NAME), NAME (its latest run), or a store-wide sweep_run_id.
 
     \b
-    Example:
+    Examples:
       recstore sweep report support-nightly --output reports/
+      recstore sweep report support-nightly#3 --json
     """
     from recstore.sweep.report import sweep_report, write_report
     from recstore.sweep.runner import resolve_run_id
@@ -185,7 +192,7 @@ def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bo
     store = existing_store(ctx, lock_timeout)
     run_id = resolve_run_id(store, run_ref)
     if as_json:
-        click.echo(json.dumps(sweep_report(store, run_id), indent=2, default=str, ensure_ascii=False))
+        click.echo(dumps(sweep_report(store, run_id)))
         return
     json_path, html_path = write_report(store, run_id, out_dir)
     click.echo(f"wrote {json_path}")

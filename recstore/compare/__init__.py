@@ -14,6 +14,7 @@ Example (the demo's comparison and report)::
 
 from recstore.compare.aggregate import DEFAULT_RULE, SIGNALS, ClassificationRule
 from recstore.compare.bulk import (
+    DEFAULT_MAX_UNPAIRED,
     PAIR_COLUMNS,
     Comparison,
     aioc_result,
@@ -26,6 +27,7 @@ from recstore.compare.pairing import DUPLICATE_RULES, PairBy
 from recstore.compare.report import render_html, render_text
 
 __all__ = [
+    "DEFAULT_MAX_UNPAIRED",
     "DEFAULT_RULE",
     "DUPLICATE_RULES",
     "PAIR_COLUMNS",

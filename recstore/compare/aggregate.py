@@ -9,8 +9,8 @@ warn (``--fail-on``, ``--warn-on``; :data:`SIGNALS`).
 :func:`aggregate` returns the report: pairs equal/changed per summary flag, status flips, per-tool
 drift (calls added, removed, with changed arguments), the first point of divergence of the
 tool-call sequence, the response change rate, policy outcome changes by resource and reason, the
-classification counts, and paired statistics (McNemar on pass/fail flips, bootstrap CI of the
-change rate).
+classification counts, and paired statistics (McNemar on pass/fail flips, the Wilson 95% interval
+of the change rate, none for 0 pairs).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from recstore.compare.stats import bootstrap_rate_ci, mcnemar_exact
+from recstore.compare.stats import mcnemar_exact, wilson_interval
 from recstore.errors import InputError
 
 __all__ = ["DEFAULT_RULE", "SIGNALS", "ClassificationRule", "aggregate", "classify"]
@@ -184,7 +184,7 @@ def _policy_changes(con: Any, limit: int) -> list[dict]:
     )
 
 
-def aggregate(con: Any, *, seed: int = 0, limit: int = 50) -> dict:
+def aggregate(con: Any, *, limit: int = 50) -> dict:
     """The aggregate report of ``_cmp_classified`` (JSON-ready dict)."""
     flag_sql = ", ".join(f"count(*) FILTER (WHERE {col}) AS {col}" for col, _ in _FLAGS)
     totals = _rows(
@@ -209,7 +209,7 @@ def aggregate(con: Any, *, seed: int = 0, limit: int = 50) -> dict:
     )
     changed = pairs - totals["equal"]
     response_changed = flags["sameFinalResponse"]["changed"]
-    change_ci = bootstrap_rate_ci(changed, pairs, seed=seed)
+    change_ci = wilson_interval(changed, pairs)
     return {
         "pairs": pairs,
         "flags": flags,
@@ -221,8 +221,8 @@ def aggregate(con: Any, *, seed: int = 0, limit: int = 50) -> dict:
         "statusFlips": status_flips,
         "changeRate": {
             "rate": changed / pairs if pairs else 0.0,
-            "ci95": list(change_ci),
-            "bootstrap": {"replicates": 2000, "seed": seed},
+            "ci95": None if change_ci is None else list(change_ci),
+            "interval": "wilson",
         },
         "responseChangeRate": response_changed / pairs if pairs else 0.0,
         "mcnemar": {

@@ -31,15 +31,16 @@ from recstore.compare.features import (
 )
 from recstore.compare.ignore import IgnoreSpec, parse_ignore, strip_record
 from recstore.compare.pairing import PairBy, pair_explicit, pair_runs
-from recstore.errors import InputError, NotFoundError
+from recstore.errors import EmptySelectionError, InputError, NotFoundError, UnpairedRunsError
 from recstore.formats.events import events_to_record
 from recstore.progress import NO_PROGRESS, Progress
-from recstore.query import select_run_keys
+from recstore.query import select_gate_runs
 from recstore.records import compare_records, resolve_sections
 from recstore.store import Store
 from recstore.store.agentuse_ingest import stored_record
 
 __all__ = [
+    "DEFAULT_MAX_UNPAIRED",
     "PAIR_COLUMNS",
     "Comparison",
     "aioc_result",
@@ -50,6 +51,11 @@ __all__ = [
 
 # Records reduced to features per round trip (bounds memory on large stores).
 _FEATURE_CHUNK = 5000
+#: The share of a side's runs that may go unpaired before a comparison stops vouching for its
+#: selection (``--max-unpaired``). 0: a gate passes only when every selected run was compared.
+DEFAULT_MAX_UNPAIRED = 0.0
+# Unpaired reasons that mean a run was not compared at all (duplicates are other runs of a key).
+_UNPAIRED_REASONS = ("no_key", "no_match")
 
 # Per-pair columns of a comparison, as stored in comparison_pairs and exported.
 PAIR_COLUMNS = [
@@ -102,11 +108,49 @@ class Comparison:
     pairs: pa.Table
     unpaired: list[dict] = field(default_factory=list)
     aggregate: dict = field(default_factory=dict)
+    selected: dict[str, int] = field(default_factory=dict)  # runs selected per side
 
     @property
     def failed(self) -> bool:
         """True when any pair classified as ``fail`` (the CI gate: exit status 1)."""
         return self.aggregate.get("classification", {}).get("fail", 0) > 0
+
+    def unpaired_counts(self) -> dict[str, int]:
+        """Runs compared in no pair, per side, and the duplicate runs (``--duplicates``)."""
+        counts = {"baseline": 0, "candidate": 0, "duplicates": 0}
+        for row in self.unpaired:
+            counts[row["side"] if row["reason"] in _UNPAIRED_REASONS else "duplicates"] += 1
+        return counts
+
+    def coverage(self) -> dict:
+        """Per side: runs selected, runs left unpaired and their share (0.0 when none)."""
+        counts = self.unpaired_counts()
+        return {
+            side: {
+                "selected": self.selected.get(side, 0),
+                "unpaired": counts[side],
+                "unpairedFraction": counts[side] / self.selected[side]
+                if self.selected.get(side) else 0.0,
+            }
+            for side in ("baseline", "candidate")
+        }
+
+    def unpaired_error(self, max_unpaired: float = DEFAULT_MAX_UNPAIRED) -> UnpairedRunsError | None:
+        """The error a gate raises when a side left more than ``max_unpaired`` (a fraction) of its
+        runs unpaired, else None. A comparison without pairs returns None: it exists only when
+        ``bulk_compare(allow_empty=True)`` accepted it."""
+        if not self.pairs.num_rows:
+            return None
+        over = [(side, c) for side, c in self.coverage().items()
+                if c["unpairedFraction"] > max_unpaired]
+        if not over:
+            return None
+        sides = "; ".join(f"{c['unpaired']} of {c['selected']} {side} runs "
+                          f"({100 * c['unpairedFraction']:.1f}%)" for side, c in over)
+        return UnpairedRunsError(
+            f"unpaired runs: {sides} have no partner by {self.pair_by}, more than "
+            f"--max-unpaired {max_unpaired:g} allows; they were not compared (see the report's "
+            "unpaired list)")
 
     def pair_rows(self) -> list[dict]:
         """Per-pair rows as dicts (``PAIR_COLUMNS``)."""
@@ -131,6 +175,7 @@ class Comparison:
             "comparisonId": self.comparison_id,
             "options": self.options(),
             "aggregate": self.aggregate,
+            "coverage": self.coverage(),
             "unpaired": self.unpaired,
         }
         if include_pairs:
@@ -279,13 +324,7 @@ def _feature_pairs(con: Any) -> None:
 def _record(con: Any, comparison: Comparison) -> int:
     """Store the comparison, its pairs and unpaired runs; returns the comparison id."""
     ((comparison_id,),) = con.execute("SELECT nextval('cmp_comparison_seq')").fetchall()
-    unpaired_counts = {"baseline": 0, "candidate": 0}
-    duplicates = 0
-    for row in comparison.unpaired:
-        if row["reason"] in ("no_key", "no_match"):
-            unpaired_counts[row["side"]] += 1
-        else:
-            duplicates += 1
+    unpaired_counts = comparison.unpaired_counts()
     con.execute(
         "INSERT INTO cmp_comparisons VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
@@ -302,7 +341,7 @@ def _record(con: Any, comparison: Comparison) -> int:
             comparison.pairs.num_rows,
             unpaired_counts["baseline"],
             unpaired_counts["candidate"],
-            duplicates,
+            unpaired_counts["duplicates"],
             comparison.aggregate["classification"]["fail"],
             canonical_json(comparison.aggregate),
         ],
@@ -333,7 +372,7 @@ def bulk_compare(
     duplicates: str = "latest",
     rule: ClassificationRule = DEFAULT_RULE,
     record: bool = True,
-    seed: int = 0,
+    allow_empty: bool = False,
     progress: Progress = NO_PROGRESS,
 ) -> Comparison:
     """Compare a baseline run set with a candidate run set, pair by pair, in SQL.
@@ -345,14 +384,23 @@ def bulk_compare(
     (:mod:`recstore.compare.ignore`). With ``record`` the comparison is stored in
     ``comparisons``/``comparison_pairs``/``comparison_unpaired`` with the store's last event seq.
 
+    A gate must not pass on nothing: a side that selects no runs, or sides that form no pair,
+    raise :class:`~recstore.errors.EmptySelectionError` unless ``allow_empty``. Runs left unpaired
+    are in ``unpaired`` and ``coverage()``; ``unpaired_error(max_unpaired)`` says whether a gate
+    should stop on them.
+
     Raises:
         InputError: bad options or filters. NotFoundError: an explicit pair names no stored run.
+        EmptySelectionError: an empty side, or no pairs (unless ``allow_empty``).
     """
     spec = parse_ignore(ignore, preset)
     sections = resolve_sections(include_sections, exclude_sections) - spec.sections
     if pairs is None:
         rule_text = str(PairBy.parse(pair_by))
-        selections = [_select(store, text) for text in (baseline, candidate)]
+        selections = [
+            select_gate_runs(store, text or "", what=f"the {side} filter", allow_empty=allow_empty)
+            for side, text in (("baseline", baseline), ("candidate", candidate))
+        ]
     else:
         rule_text, selections = "explicit", None
     with store.writer() as con:
@@ -362,6 +410,8 @@ def bulk_compare(
             pair_explicit(con, [(refs[a], refs[b]) for a, b in pairs])
         else:
             pair_runs(con, selections[0], selections[1], PairBy.parse(pair_by), duplicates)
+            if not allow_empty:
+                _require_pairs(con, rule_text, selections)
         keys = con.execute("SELECT a_key FROM _cmp_pairing UNION SELECT b_key FROM _cmp_pairing")
         _ensure_features(con, [k for (k,) in keys.fetchall()], spec.needs_fields(), progress)
         _feature_pairs(con)
@@ -386,7 +436,8 @@ def bulk_compare(
             snapshot_seq=snapshot,
             pairs=con.sql(f"SELECT {', '.join(PAIR_COLUMNS)} FROM _cmp_pair_rows").to_arrow_table(),
             unpaired=_unpaired(con),
-            aggregate=aggregate(con, seed=seed),
+            aggregate=aggregate(con),
+            selected=_selected_counts(selections, pairs),
         )
         if record:
             comparison.comparison_id = _record(con, comparison)
@@ -401,8 +452,26 @@ def _unpaired(con: Any) -> list[dict]:
     ]
 
 
-def _select(store: Store, dsl_filter: str | None) -> list[str]:
-    return select_run_keys(store, dsl_filter or "")
+def _selected_counts(selections: list[list[str]] | None,
+                     pairs: Sequence[tuple[str, str]] | None) -> dict[str, int]:
+    if selections is None:  # explicit pairs: every named run is in a pair
+        return {side: len({pair[i] for pair in pairs or ()})
+                for i, side in enumerate(("baseline", "candidate"))}
+    return {"baseline": len(set(selections[0])), "candidate": len(set(selections[1]))}
+
+
+def _require_pairs(con: Any, pair_by: str, selections: list[list[str]]) -> None:
+    """EmptySelectionError when two non-empty sides formed no pair (e.g. a wrong --pair-by)."""
+    ((paired,),) = con.execute("SELECT count(*) FROM _cmp_pairing").fetchall()
+    if paired:
+        return
+    reasons = dict(con.execute(
+        "SELECT reason, count(*) FROM _cmp_unpaired_runs GROUP BY ALL").fetchall())
+    detail = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
+    raise EmptySelectionError(
+        f"0 pairs: {len(set(selections[0]))} baseline and {len(set(selections[1]))} candidate runs "
+        f"share no {pair_by} value ({detail}); nothing would be compared "
+        "(--allow-empty accepts an empty comparison)", what="pairs")
 
 
 def compare_pair(

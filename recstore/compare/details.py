@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from recstore.canonical import canonical_json
 from recstore.compare.aggregate import SIGNALS
+from recstore.jsonout import dumps
 from recstore.records import extract_tool_calls
 from recstore.records.diff import align_calls, value_diff, word_diff
 from recstore.records.toolcalls import output_canonical
@@ -234,7 +235,7 @@ def _error(record: dict) -> str | None:
 
 
 def _text(value: Any, limit: int) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = value if isinstance(value, str) else dumps(value, indent=None)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

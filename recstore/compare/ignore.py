@@ -7,12 +7,18 @@ timestamps and callIds included, so two real runs practically never match (docs/
 * a section name (``response``, ``toolCalls``, ``policy``, ``guardrails``, ``metadata``) drops the
   whole section, exactly like aioc's ``excludeSections``;
 * ``policy.<field>`` / ``guardrails.<field>`` drop one top-level field of every entry
-  (``policy.timestamp``, ``policy.callId``, ``guardrails.timestamp`` …);
+  (``policy.timestamp``, ``policy.callId``, ``guardrails.timestamp`` …; the fields are those of
+  aioc's ``PolicyDecisionRecord`` and ``GuardrailDecisionRecord``, :data:`ENTRY_FIELDS`);
 * ``metadata.<key>`` drops one top-level metadata key (``metadata.appBuildVersion``);
 * ``toolCalls.output`` stops comparing recorded tool outputs (``hasOutput`` is still compared).
 
+Anything else — an unknown section, a misspelt field (``policy.timestmap``), a nested path — is
+an :class:`~recstore.errors.InputError` that lists the valid paths (:func:`valid_paths`).
+
 The ``semantic`` preset (:data:`PRESETS`) ignores what differs between two runs of the same
-behaviour: decision timestamps, callIds and approval expiry times, and the run metadata.
+behaviour: decision timestamps, callIds and approval expiry times, and the run metadata. The
+``exact`` preset leaves nothing out (aioc's comparison; a sweep's way to turn its default,
+``semantic``, off).
 
 Example:
     >>> spec = parse_ignore(["policy.timestamp"], preset="semantic")
@@ -22,15 +28,18 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from recstore.errors import InputError
+from recstore.formats.aioc import GuardrailDecision, PolicyDecision
 from recstore.records import SECTIONS
 
-__all__ = ["PRESETS", "IgnoreSpec", "parse_ignore", "strip_record"]
+__all__ = ["ENTRY_FIELDS", "PRESETS", "IgnoreSpec", "parse_ignore", "strip_record", "valid_paths"]
 
 PRESETS: dict[str, tuple[str, ...]] = {
+    "exact": (),  # aioc's own comparison: nothing left out (compare's default)
     "semantic": (
         "policy.timestamp",
         "policy.callId",
@@ -38,6 +47,13 @@ PRESETS: dict[str, tuple[str, ...]] = {
         "guardrails.timestamp",
         "metadata",
     ),
+}
+
+#: Top-level fields of the entries whose fields can be ignored, in aioc's key order: the fields
+#: the record model knows (a misspelt field would silently ignore nothing).
+ENTRY_FIELDS: dict[str, tuple[str, ...]] = {
+    "policy": tuple(PolicyDecision.__annotations__),
+    "guardrails": tuple(GuardrailDecision.__annotations__),
 }
 
 # Accepted spellings of the sections (aioc names plus the record's array names).
@@ -79,11 +95,51 @@ class IgnoreSpec:
         return sorted(out)
 
 
+def valid_paths() -> str:
+    """The ignore paths :func:`parse_ignore` accepts, as one line for error messages."""
+    fields = "; ".join(f"{section}.<field> with field one of {', '.join(names)}"
+                       for section, names in ENTRY_FIELDS.items())
+    return f"{', '.join(SECTIONS)}; {fields}; metadata.<key>; toolCalls.output"
+
+
+def _unknown(path: str, problem: str, typo: str, known: Iterable[str]) -> InputError:
+    near = difflib.get_close_matches(typo, list(known), n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return InputError(f"ignore path {path!r}: {problem}{hint}; valid paths: {valid_paths()}")
+
+
+def _parse_path(path: str, sections: set[str], fields: dict[str, set[str]]) -> bool:
+    """Add one ignore path to ``sections``/``fields``; True when it is ``toolCalls.output``."""
+    head, _, rest = path.partition(".")
+    section = _SECTION_ALIASES.get(head)
+    if section is None:
+        raise _unknown(path, f"unknown section {head!r}", head, _SECTION_ALIASES)
+    if not rest:
+        sections.add(section)
+        return False
+    if section == "toolCalls" and rest == "output":
+        return True
+    if section == "toolCalls" and "." not in rest:
+        raise _unknown(path, "the one toolCalls field that can be ignored is output", rest,
+                       ("output",))
+    if section == "metadata" and "." not in rest:
+        fields[section].add(rest)  # metadata keys are free-form
+        return False
+    if section in ENTRY_FIELDS and rest in ENTRY_FIELDS[section]:
+        fields[section].add(rest)
+        return False
+    if section in ENTRY_FIELDS and "." not in rest:
+        raise _unknown(path, f"{section} entries have no field {rest!r}", rest,
+                       ENTRY_FIELDS[section])
+    raise _unknown(path, "only top-level fields of policy/guardrails entries, top-level "
+                   "metadata keys and toolCalls.output can be ignored", rest, ())
+
+
 def parse_ignore(paths: Iterable[str] = (), preset: str | None = None) -> IgnoreSpec:
     """Parse ignore paths (commas allowed inside items) plus an optional preset.
 
     Raises:
-        InputError: naming the unknown path or preset.
+        InputError: naming the unknown path or preset and listing the valid ones.
     """
     wanted: list[str] = []
     if preset is not None:
@@ -96,23 +152,7 @@ def parse_ignore(paths: Iterable[str] = (), preset: str | None = None) -> Ignore
     fields: dict[str, set[str]] = {"policy": set(), "guardrails": set(), "metadata": set()}
     tool_output = False
     for path in wanted:
-        head, _, rest = path.partition(".")
-        section = _SECTION_ALIASES.get(head)
-        if section is None:
-            raise InputError(
-                f"--ignore {path!r}: unknown section {head!r} (use one of {', '.join(SECTIONS)})"
-            )
-        if not rest:
-            sections.add(section)
-        elif section in fields and "." not in rest:
-            fields[section].add(rest)
-        elif section == "toolCalls" and rest == "output":
-            tool_output = True
-        else:
-            raise InputError(
-                f"--ignore {path!r}: only top-level fields of policy/guardrails entries, "
-                "top-level metadata keys and toolCalls.output can be ignored"
-            )
+        tool_output |= _parse_path(path, sections, fields)
     return IgnoreSpec(
         sections=frozenset(sections),
         policy_fields=frozenset(fields["policy"]),

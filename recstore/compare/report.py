@@ -28,14 +28,12 @@ def _pct(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:.1f}%" if whole else "-"
 
 
-def _unpaired_counts(comparison: Comparison) -> dict[str, int]:
-    counts = {"baseline": 0, "candidate": 0, "duplicates": 0}
-    for row in comparison.unpaired:
-        if row["reason"] in ("no_key", "no_match"):
-            counts[row["side"]] += 1
-        else:
-            counts["duplicates"] += 1
-    return counts
+def _interval(ci: list[float] | None) -> str:
+    """The change rate's 95% interval as text (there is none for 0 pairs)."""
+    if ci is None:
+        return "no interval for 0 pairs"
+    low, high = ci
+    return f"95% CI {100 * low:.1f}–{100 * high:.1f}%"
 
 
 def _divergence_kind(baseline_tool: str | None, candidate_tool: str | None) -> str:
@@ -50,8 +48,7 @@ def _divergence_kind(baseline_tool: str | None, candidate_tool: str | None) -> s
 def _headline(comparison: Comparison) -> list[str]:
     agg = comparison.aggregate
     pairs = agg["pairs"]
-    counts = _unpaired_counts(comparison)
-    low, high = agg["changeRate"]["ci95"]
+    counts = comparison.unpaired_counts()
     flips = ", ".join(f"{f['baseline']}→{f['candidate']} {f['pairs']}" for f in agg["statusFlips"])
     cls = agg["classification"]
     rule = comparison.rule
@@ -60,7 +57,7 @@ def _headline(comparison: Comparison) -> list[str]:
         f"unpaired: baseline {counts['baseline']}, candidate {counts['candidate']}; "
         f"duplicate runs {counts['duplicates']}",
         f"changed: {agg['flags']['equal']['changed']} of {pairs} "
-        f"({_pct(agg['flags']['equal']['changed'], pairs)}; 95% CI {100 * low:.1f}–{100 * high:.1f}%)",
+        f"({_pct(agg['flags']['equal']['changed'], pairs)}; {_interval(agg['changeRate']['ci95'])})",
         f"status flips: {flips or 'none'} (McNemar exact p = {agg['mcnemar']['pValue']:.4g})",
         f"classification: pass {cls['pass']}, warn {cls['warn']}, fail {cls['fail']} "
         f"(fail on {', '.join(rule.fail_on) or '-'}; warn on {', '.join(rule.warn_on) or '-'})",
@@ -142,7 +139,6 @@ def render_html(comparison: Comparison, store: Store | None = None, *,
 
     agg = comparison.aggregate
     pairs = agg["pairs"]
-    low, high = agg["changeRate"]["ci95"]
     cls = agg["classification"]
     if browser is None:
         if store is None:
@@ -159,7 +155,7 @@ def render_html(comparison: Comparison, store: Store | None = None, *,
         kpis=[
             {"id": "pair-count", "value": f"{pairs} pairs", "label": "compared"},
             {"id": "changed", "value": _pct(agg["flags"]["equal"]["changed"], pairs),
-             "label": f"changed (95% CI {100 * low:.1f}–{100 * high:.1f}%)"},
+             "label": f"changed ({_interval(agg['changeRate']['ci95'])})"},
             {"id": "regressed-count", "value": agg["mcnemar"]["baselinePassedCandidateFailed"],
              "label": "regressed (completed → failed)"},
             {"id": "fail-count", "value": cls["fail"], "label": "fail"},

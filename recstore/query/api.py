@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 from sqlglot import exp
 
-from recstore.errors import InputError
+from recstore.errors import EmptySelectionError, InputError
 from recstore.query.dialects import to_dialect
 from recstore.query.dsl import compile_dsl_tree, python_literal
 from recstore.query.guard import (
@@ -185,6 +185,23 @@ def select_run_keys(store: Store, dsl_filter: str, params: Mapping[str, Any] | N
         query = compile_query(dsl_filter, catalog_from_connection(con), params, now)
         tree = run_key_tree(query)
         return [row[0] for row in con.execute(tree.sql(dialect="duckdb", comments=False)).fetchall()]
+
+
+def select_gate_runs(store: Store, text: str, *, what: str, allow_empty: bool = False,
+                     params: Mapping[str, Any] | None = None) -> list[str]:
+    """:func:`select_run_keys` for a gate (compare, replay, sweep): a selection that matches no
+    run checks nothing, so it raises instead of passing.
+
+    Raises:
+        EmptySelectionError: ``text`` selects no runs and ``allow_empty`` is false; the message
+            names the selection as ``what`` (e.g. ``the baseline filter``).
+    """
+    keys = select_run_keys(store, text, params=params)
+    if not keys and not allow_empty:
+        raise EmptySelectionError(
+            f"{what} {text!r} selects no runs: nothing would be checked "
+            "(--allow-empty accepts an empty selection)", what=what)
+    return keys
 
 
 def run_key_tree(query: CompiledQuery) -> exp.Query:

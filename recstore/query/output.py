@@ -11,10 +11,9 @@ from __future__ import annotations
 import base64
 import csv
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
-from decimal import Decimal
+from datetime import date, datetime, time
 from pathlib import Path
 from typing import IO, Any
 
@@ -24,6 +23,8 @@ import pyarrow.parquet as pq
 
 from recstore.errors import InputError
 from recstore.files import private_open
+from recstore.formats.jsontext import loads_json
+from recstore.jsonout import dumps_compact
 
 FORMATS: tuple[str, ...] = ("table", "json", "ndjson", "csv", "parquet")
 BATCH_ROWS = 10_000
@@ -140,23 +141,17 @@ def _write_ndjson(result: ResultStream, out: IO[str], _tty: bool) -> int:
 def _json_rows(result: ResultStream) -> Iterator[str]:
     json_columns = {i for i, t in enumerate(result.types) if t.upper() == "JSON"}
     for row in result.rows():
-        record = {}
-        for i, (name, value) in enumerate(zip(result.columns, row, strict=True)):
-            if i in json_columns and isinstance(value, str):
-                value = orjson.Fragment(value)  # already JSON text: embed, do not re-quote
-            record[name] = value
-        yield orjson.dumps(record, default=_json_default,
-                           option=orjson.OPT_NON_STR_KEYS).decode("utf-8")
+        try:  # JSON columns hold JSON text already: embedded as is, not re-quoted
+            yield dumps_compact(_row_object(result.columns, row, json_columns, orjson.Fragment))
+        except TypeError:  # a value only the stdlib writes (a HUGEINT): parse the JSON text
+            yield dumps_compact(_row_object(result.columns, row, json_columns, loads_json))
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return str(value)
+def _row_object(columns: list[str], row: tuple, json_columns: set[int],
+                json_value: Callable[[str], Any]) -> dict:
+    """``row`` as an object; the text of JSON columns goes through ``json_value``."""
+    return {name: json_value(value) if i in json_columns and isinstance(value, str) else value
+            for i, (name, value) in enumerate(zip(columns, row, strict=True))}
 
 
 def _write_csv(result: ResultStream, out: IO[str], _tty: bool) -> int:
@@ -196,7 +191,7 @@ def _cell(value: Any) -> str:
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
     if isinstance(value, list | dict):
-        return orjson.dumps(value, default=_json_default).decode("utf-8")
+        return dumps_compact(value)
     return str(value)
 
 

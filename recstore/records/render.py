@@ -1,5 +1,6 @@
 """Readable text for an analysis (``recstore inspect``/``show``) and a comparison
-(``recstore compare``), plus JSON text that survives lone surrogates.
+(``recstore compare``), made :func:`printable`: control characters and lone surrogates are
+shown as escapes (``\\x1b``, ``\\udXXX``).
 
 Example:
     >>> rec = {"runId": "r1", "status": "completed", "agentName": "A", "response": "hi",
@@ -11,15 +12,14 @@ Example:
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from recstore.jsonout import dumps, escape_surrogates
 from recstore.records.structure import RecordAnalysis, ToolCallJoin
 
-__all__ = ["dumps_json", "printable", "render_analysis", "render_comparison"]
+__all__ = ["printable", "render_analysis", "render_comparison"]
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # What a terminal could act on or that hides text: C0 and C1 controls (ESC starts colour,
 # title and clear-screen sequences), DEL, bidirectional overrides and isolates, line and
 # paragraph separators, and lone surrogates (not printable as UTF-8).
@@ -49,19 +49,9 @@ def printable(text: str, keep: str = "") -> str:
     return _UNPRINTABLE.sub(escape, text)
 
 
-def _escape_surrogates(text: str) -> str:
-    # json.loads keeps a lone surrogate as one code point; it cannot be written as UTF-8.
-    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
-def dumps_json(value: Any, indent: int | None = 2) -> str:
-    """JSON text for output: key order kept, non-ASCII raw, lone surrogates escaped (as JS does)."""
-    return _escape_surrogates(json.dumps(value, ensure_ascii=False, indent=indent))
-
-
 def _preview(value: Any) -> str:
-    text = value if isinstance(value, str) else dumps_json(value, indent=None)
-    text = _escape_surrogates(text).replace("\n", "\\n")
+    text = value if isinstance(value, str) else dumps(value, indent=None)
+    text = escape_surrogates(text).replace("\n", "\\n")
     return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
 
 

@@ -38,6 +38,7 @@ from typing import Any
 from recstore.errors import InputError
 from recstore.formats.agentuse import assemble_run, scan_tree, to_run_record
 from recstore.formats.aioc import validate_run_record
+from recstore.jsonout import dumps
 from recstore.process import CommandError, Finished, run_command, utf8_output
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.records import compare_records
@@ -297,9 +298,8 @@ def replay_external(
     stderr = ""
     record: dict | None = None
     try:
-        # ASCII escapes keep lone surrogates (valid in JSON text) from breaking the pipe's UTF-8.
-        done = run_command(argv, json.dumps(request).encode("ascii"), limit, role="replayer",
-                           cwd=cwd)
+        done = run_command(argv, dumps(request, indent=None, ascii_only=True).encode("ascii"),
+                           limit, role="replayer", cwd=cwd)  # ASCII: a pipe of unknown encoding
         exit_code, stderr = done.returncode, done.stderr.decode("utf-8", "replace")
         record, failure = _replay_of(done, source, argv[0], limit)
     except (CommandError, InputError) as exc:

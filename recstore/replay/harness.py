@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import re
 import tomllib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,7 +123,9 @@ class PolicyRule(_Model):
 
     Conditions: ``kind`` (tool or handoff), ``name`` (tool name, or the handoff's target agent
     name), ``agent`` (the acting agent), ``args`` (dotted path → value, or ``{op: value}`` with
-    op in eq, ne, gt, gte, lt, lte, in, exists), and for recorded rules ``turn`` and ``call_id``.
+    op in eq, ne, gt, gte, lt, lte, in, exists), and for recorded rules ``turn``, ``call_id`` and
+    ``occurrence``: the n-th policy request (from 1) of the run with this turn and call id, for
+    providers that reuse one call id for several calls.
     """
 
     decision: Literal["allow", "deny", "require_approval"]
@@ -138,6 +141,7 @@ class PolicyRule(_Model):
     args: dict[str, Any] | None = None
     turn: int | None = None
     call_id: str | None = None
+    occurrence: int | None = Field(default=None, ge=1)
     label: str | None = None
 
     @model_validator(mode="after")
@@ -446,13 +450,14 @@ def _one_of(selector: str | list[str] | None, value: str) -> bool:
     return value in selector if isinstance(selector, list) else value == selector
 
 
-def _rule_matches(rule: PolicyRule, request: PolicyInput) -> bool:
+def _rule_matches(rule: PolicyRule, request: PolicyInput, occurrence: int) -> bool:
     return (
         (rule.kind is None or rule.kind == request.kind)
         and _one_of(rule.name, request.name)
         and _one_of(rule.agent, request.agent_name)
         and (rule.turn is None or rule.turn == request.turn)
         and (rule.call_id is None or rule.call_id == request.call_id)
+        and (rule.occurrence is None or rule.occurrence == occurrence)
         and (rule.args is None or _args_match(rule.args, request.arguments))
     )
 
@@ -471,9 +476,14 @@ def _rule_result(rule: PolicyRule, default_version: str | None) -> dict:
 
 
 def _policy_function(spec: PolicySpec) -> Callable[[PolicyInput], dict]:
+    # Policy requests seen per (turn, call id); one function per built candidate, i.e. per run.
+    seen: Counter = Counter()
+
     def decide(request: PolicyInput) -> dict:
+        seen[request.turn, request.call_id] += 1
+        occurrence = seen[request.turn, request.call_id]
         for rule in spec.rules:
-            if _rule_matches(rule, request):
+            if _rule_matches(rule, request, occurrence):
                 return _rule_result(rule, spec.version)
         result = {"decision": spec.default, "reason": spec.default_reason}
         if spec.version is not None:
@@ -584,8 +594,9 @@ def _recorded_rule(decision: dict, call: dict) -> dict:
     output = call.get("output")
     if "publicReason" in decision:
         rule["public_reason"] = decision["publicReason"]
-    elif isinstance(output, dict) and isinstance(output.get("publicReason"), str):
-        # Legacy decisions did not record publicReason; the envelope kept the text shown.
+    elif "resultMode" not in decision and isinstance(output, dict) and isinstance(output.get("publicReason"), str):
+        # Legacy decisions (no resultMode) did not record publicReason; the envelope kept the
+        # text shown. A newer decision without one had none: the runtime fills its default.
         rule["public_reason"] = output["publicReason"]
     if decision.get("decision") != "allow":
         # Legacy decisions lack resultMode; an output item shows it was tool_result.
@@ -609,6 +620,45 @@ def _inferred_rule(join: Any, turn: Any) -> dict:
     else:
         rule.update(decision="allow", reason="recorded_output")
     return rule
+
+
+def _number_shared_call_ids(rules: list[dict]) -> None:
+    """Rules for calls that share a turn and call id (providers reuse ids) get their position
+    among them: the n-th policy request with that key gets the n-th call's decision, not the
+    first one's for all."""
+    shared = Counter((rule["turn"], rule["call_id"]) for rule in rules)
+    position: Counter = Counter()
+    for rule in rules:
+        key = (rule["turn"], rule["call_id"])
+        if shared[key] > 1:
+            position[key] += 1
+            rule["occurrence"] = position[key]
+
+
+def _recorded_guardrails(source: dict, turn_agents: dict[Any, str]
+                         ) -> tuple[dict[str, dict], dict[str, list[str]] | None]:
+    """The recorded guardrails as specs (tripping on their recorded turns), and which agent ran
+    each: an agent's guardrails run on its own turns only, so they belong to the agent of the
+    turns they were recorded on (``None`` when a decision's turn has no recorded request: then
+    every agent gets every guardrail)."""
+    guardrails: dict[str, dict] = {}
+    guarded: dict[str, list[str]] | None = {}
+    for decision in source.get("guardrailDecisions") or []:
+        if not isinstance(decision, dict) or not isinstance(decision.get("guardrailName"), str):
+            continue
+        name = decision["guardrailName"]
+        spec = guardrails.setdefault(name, {"turns": [], "label": RECORDED})
+        if decision.get("decision") == "triggered" and isinstance(decision.get("turn"), int):
+            spec["turns"].append(decision["turn"])
+            for key in ("reason", "metadata"):
+                if key in decision:
+                    spec[key] = decision[key]
+        owner = turn_agents.get(decision.get("turn"))
+        if owner is None:
+            guarded = None
+        elif guarded is not None and name not in guarded.setdefault(owner, []):
+            guarded[owner].append(name)
+    return guardrails, guarded
 
 
 def _max_turns(source: dict, request_count: int) -> int:
@@ -669,19 +719,11 @@ def harness_from_source(source: dict) -> Harness:
             rules.append(_recorded_rule(decisions[join.policy_decision_index], join.call))
         elif join.call["hasOutput"]:
             rules.append(_inferred_rule(join, req.turn))
+    _number_shared_call_ids(rules)
 
-    guardrails: dict[str, dict] = {}
-    for decision in source.get("guardrailDecisions") or []:
-        if not isinstance(decision, dict) or not isinstance(decision.get("guardrailName"), str):
-            continue
-        spec = guardrails.setdefault(decision["guardrailName"], {"turns": [], "label": RECORDED})
-        if decision.get("decision") == "triggered" and isinstance(decision.get("turn"), int):
-            spec["turns"].append(decision["turn"])
-            for key in ("reason", "metadata"):
-                if key in decision:
-                    spec[key] = decision[key]
-    for spec in agents.values():
-        spec["output_guardrails"] = list(guardrails)
+    guardrails, guarded = _recorded_guardrails(source, {req.turn: str(req.agent) for req in reqs})
+    for name, spec in agents.items():
+        spec["output_guardrails"] = guarded.get(name, []) if guarded is not None else list(guardrails)
         if not spec["handoffs"]:
             del spec["handoffs"]
 

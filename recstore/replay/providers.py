@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recstore.errors import InputError
+from recstore.jsonout import dumps
 from recstore.records import input_scope
 from recstore.records import requests as record_requests
 from recstore.runtime.errors import AgentRunError
@@ -310,7 +311,7 @@ class OpenAIProvider:
         return body
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        body = json.dumps(self.payload(request), ensure_ascii=False).encode("utf-8")
+        body = dumps(self.payload(request), indent=None).encode("utf-8")
         answer = self._post_with_retries(body)
         return _parse_completion(answer, self._url)
 

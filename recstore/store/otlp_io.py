@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recstore.files import private_dir, write_private_text
-from recstore.formats.jsontext import dumps_json
 from recstore.formats.otlp import OtlpError, Span, Trace, iter_spans, to_otlp, to_run_record
 from recstore.formats.reader import RawInput, SourceFile
+from recstore.jsonout import dumps_compact
 
 if TYPE_CHECKING:
     from recstore.store.store import Store
@@ -175,7 +175,7 @@ def export_otlp(
                           links=parents.get(run.run_key, ()), version=__version__)
         trace_id = request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
         path = out.directory / _file_name(run.run_key, trace_id)
-        write_private_text(path, dumps_json(request) + "\n")
+        write_private_text(path, dumps_compact(request) + "\n")
         out.files[run.run_key] = path
     return out
 

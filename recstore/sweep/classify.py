@@ -71,6 +71,14 @@ def _calls_by_tool(record: dict) -> dict[str, Counter]:
     return out
 
 
+def failed_alike(source: dict, replay: dict) -> bool:
+    """Both runs failed with the same error (``errorName`` and ``errorMessage``): the replay
+    reproduced the source's failure, which is not a regression."""
+    return (source.get("status") == replay.get("status") == "failed"
+            and source.get("errorName") == replay.get("errorName")
+            and source.get("errorMessage") == replay.get("errorMessage"))
+
+
 def case_signals(spec: SweepSpec, source: dict, replay: dict | None, comparison: dict | None,
                  replay_error: str | None, calls: list[dict] = ()
                  ) -> tuple[list[str], dict[str, dict[str, int]]]:
@@ -88,7 +96,7 @@ def case_signals(spec: SweepSpec, source: dict, replay: dict | None, comparison:
     watched = set(spec.classify.tools)
     called = {call["name"] for call in extract_tool_calls(replay)}
     checks = {
-        "candidate_failed": replay.get("status") == "failed",
+        "candidate_failed": replay.get("status") == "failed" and not failed_alike(source, replay),
         "status_changed": source.get("status") != replay.get("status"),
         "tool_drift": any(not watched or tool in watched for tool in drift),
         "tool_calls_changed": not summary["sameToolCallShape"],

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from recstore.jsonout import dumps
 from recstore.process import CommandError, run_command, utf8_output
 from recstore.sweep.spec import JudgeSpec
 
@@ -66,9 +67,8 @@ def run_judge(judge: JudgeSpec, case: dict) -> dict:
     its validated verdict."""
     name = judge.command[0]
     try:
-        # ASCII escapes: records may hold lone surrogates, which UTF-8 cannot encode
-        done = run_command(judge.command, json.dumps(case).encode("ascii"), judge.timeout,
-                           role="judge")
+        done = run_command(judge.command, dumps(case, indent=None, ascii_only=True).encode("ascii"),
+                           judge.timeout, role="judge")  # ASCII: a pipe of unknown encoding
     except CommandError as exc:
         raise JudgeError(str(exc)) from None
     if done.timed_out:

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from recstore.errors import NotFoundError
 from recstore.files import private_dir, write_private_text
+from recstore.jsonout import dumps, utc_timestamp, write_json
+from recstore.sweep.runner import run_label
+from recstore.sweep.spec import CompareSpec
 
 #: Differences shown per case in the report (the JSON keeps the count of the rest).
 MAX_DIFFERENCES = 20
@@ -33,28 +37,46 @@ def _failing(con: Any, run_id: int) -> set[str]:
 
 
 def _trend(con: Any, run: dict) -> dict:
-    previous = con.execute(
-        "SELECT max(sweep_run_id) FROM sweep_runs WHERE sweep_name = ? AND sweep_run_id < ? "
-        "AND status = 'finished'",
+    row = con.execute(
+        "SELECT sweep_run_id, run_number FROM sweep_runs WHERE sweep_name = ? AND sweep_run_id < ? "
+        "AND status = 'finished' ORDER BY sweep_run_id DESC LIMIT 1",
         [run["sweep_name"], run["sweep_run_id"]],
-    ).fetchone()[0]
-    if previous is None:
-        return {"previous_run_id": None, "newly_failing": [], "fixed": []}
+    ).fetchone()
+    if row is None:
+        return {"previous_run_id": None, "previous_run_number": None, "newly_failing": [],
+                "fixed": []}
+    previous, previous_number = row
     now, before = _failing(con, run["sweep_run_id"]), _failing(con, previous)
     in_run = {r["source_run_key"] for r in _rows(
         con, "SELECT source_run_key FROM sweep_cases WHERE sweep_run_id = ? AND status <> 'pending'",
         [run["sweep_run_id"]])}
     return {
         "previous_run_id": previous,
+        "previous_run_number": previous_number,
         "newly_failing": sorted(now - before),
         "fixed": sorted((before - now) & in_run),
     }
 
 
 def _run_json(run: dict) -> dict:
-    out = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in run.items()}
+    out = {k: (utc_timestamp(v) if isinstance(v, datetime) else v) for k, v in run.items()}
+    out["run"] = run_label(run["sweep_name"], run["run_number"])
     out["gate"] = "fail" if run["fail_count"] else ("warn" if run["warn_count"] else "pass")
     return out
+
+
+def compared_text(compared: dict) -> str:
+    """One line saying what a sweep's comparisons covered (``CompareSpec.compared()``)."""
+    from recstore.records import SECTIONS
+
+    sections = compared["sections"]
+    text = f"compared: {', '.join(sections) or 'nothing'}"
+    if compared["ignored"]:
+        text += f" (ignoring {', '.join(compared['ignored'])})"
+    if compared["preset"]:
+        text += f"; preset {compared['preset']}"
+    skipped = [s for s in SECTIONS if s not in sections]
+    return text + (f"; not compared: {', '.join(skipped)}" if skipped else "")
 
 
 def sweep_status(store: Any, name: str | None = None) -> list[dict]:
@@ -85,7 +107,8 @@ def sweep_report(store: Any, run_id: int) -> dict:
         run = runs[0]
         spec = json.loads(con.execute("SELECT spec FROM sweep_run_starts WHERE sweep_run_id = ?",
                                       [run_id]).fetchone()[0])
-        history = _rows(con, "SELECT sweep_run_id, started_at, status, case_count, pass_count, "
+        history = _rows(con, "SELECT sweep_run_id, run_number, sweep_name, started_at, status, "
+                             "case_count, pass_count, "
                              "warn_count, fail_count, pending_count FROM sweep_runs "
                              "WHERE sweep_name = ? AND sweep_run_id <= ? ORDER BY sweep_run_id",
                         [run["sweep_name"], run_id])
@@ -96,6 +119,7 @@ def sweep_report(store: Any, run_id: int) -> dict:
     case_json = [_case_json(c, calls.get(c["replay_run_key"], [])) for c in cases]
     return {
         "run": _run_json(run),
+        "compared": CompareSpec.model_validate(spec.get("compare") or {}).compared(),
         "spec": spec,
         "trend": trend,
         "history": [_run_json(h) for h in history],
@@ -163,14 +187,14 @@ def _drift_summary(cases: list[dict]) -> dict[str, dict[str, int]]:
 
 
 def write_report(store: Any, run_id: int, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write ``sweep-<run>.json`` and ``sweep-<run>.html`` into ``out_dir``; returns both paths."""
+    """Write ``sweep-<name>-<N>.json`` and ``.html`` (run N of the sweep) into ``out_dir``;
+    returns both paths."""
     report = sweep_report(store, run_id)
     out = private_dir(out_dir)
-    json_path = out / f"sweep-{run_id}.json"
-    html_path = out / f"sweep-{run_id}.html"
-    # Records may hold lone surrogates (valid JSON escapes, not UTF-8): write them as escapes.
-    write_private_text(json_path, json.dumps(report, indent=2, ensure_ascii=False, default=str)
-                       + "\n", errors="backslashreplace")
+    stem = f"sweep-{report['run']['sweep_name']}-{report['run']['run_number']}"
+    json_path = out / f"{stem}.json"
+    html_path = out / f"{stem}.html"
+    write_json(json_path, report)
     write_private_text(html_path, render_html(report), errors="backslashreplace")
     return json_path, html_path
 
@@ -225,7 +249,7 @@ def trend_chart(history: list[dict], width: int = 720, height: int = 210) -> dic
         started = h.get("started_at")
         date = started.strftime("%m-%d %H:%M") if hasattr(started, "strftime") else \
             str(started or "")[5:16].replace("T", " ")
-        chart["bars"].append({"run": h["sweep_run_id"], "x": x, "center": x + bar / 2,
+        chart["bars"].append({"run": h["run_number"], "x": x, "center": x + bar / 2,
                               "segments": segments, "date": date, "rate": f"{100 * rate:.1f}%",
                               "rate_y": rate_y})
         points.append(f"{x + bar / 2:.1f},{rate_y:.1f}")
@@ -249,7 +273,8 @@ def render_html(report: dict) -> str:
         changed=[c for c in cases if c["status"] != "pass"],
         passed=[c for c in cases if c["status"] == "pass"],
         case_ids={c["source_run_key"]: c["case_index"] for c in report["cases"]},
-        to_json=lambda v: json.dumps(v, ensure_ascii=False, indent=1),
+        compared=compared_text(report["compared"]),
+        to_json=lambda v: dumps(v, indent=1),
     )
 
 
@@ -261,8 +286,8 @@ def status_text(rows: list[dict]) -> str:
     for r in rows:
         t = r["trend"]
         trend = "first run" if t["previous_run_id"] is None else (
-            f"vs #{t['previous_run_id']}: {len(t['newly_failing'])} newly failing, {len(t['fixed'])} fixed")
-        lines.append(f"{r['sweep_run_id']:>5}  {r['sweep_name'][:24]:<24} {str(r['started_at'])[:19]:<19}  "
+            f"vs #{t['previous_run_number']}: {len(t['newly_failing'])} newly failing, {len(t['fixed'])} fixed")
+        lines.append(f"{'#' + str(r['run_number']):>5}  {r['sweep_name'][:24]:<24} {str(r['started_at'])[:19]:<19}  "
                      f"{r['status']:<10} {r['case_count']:>5} {r['pass_count']:>5} {r['warn_count']:>5} "
                      f"{r['fail_count']:>5}  {trend}")
     return "\n".join(lines)

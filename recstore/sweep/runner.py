@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from recstore.canonical import canonical_json
-from recstore.errors import InputError, NotFoundError, RecstoreError
+from recstore.errors import EmptySelectionError, InputError, NotFoundError, RecstoreError
 from recstore.process import exit_with_parent
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.store import Store, run_key_for
@@ -45,39 +45,51 @@ from recstore.sweep.spec import SweepSpec, spec_json
 
 @dataclass
 class SweepRun:
-    """What one ``run_sweep`` call did, and where the run stands."""
+    """What one ``run_sweep`` call did, and where the run stands. ``run_number`` counts the runs
+    of this sweep from 1 (what people see: ``label``, ``NAME#N``); ``sweep_run_id`` is the
+    store-wide id the views key on."""
 
     sweep_run_id: int
     sweep_name: str
     resumed: bool
     case_count: int
+    run_number: int = 1
     processed: int = 0  # cases finished by this call
     recovered: int = 0  # cases whose replay was already stored (a crash between two writes)
     counts: dict[str, int] = field(default_factory=lambda: {"pass": 0, "warn": 0, "fail": 0})
     seconds: float = 0.0
+    compared: dict = field(default_factory=dict)  # CompareSpec.compared(): what was compared
 
     @property
     def failed(self) -> bool:
         """True when any case of the run failed (the CI gate)."""
         return self.counts["fail"] > 0
 
+    @property
+    def label(self) -> str:
+        """``NAME#N``: run N of the sweep, as ``recstore sweep report`` takes it."""
+        return run_label(self.sweep_name, self.run_number)
+
     def summary_line(self) -> str:
         """One line for people and scheduler logs."""
         c = self.counts
         verb = "resumed" if self.resumed else "ran"
-        return (f"sweep {self.sweep_name} run {self.sweep_run_id} ({verb}): {self.case_count} cases, "
+        return (f"sweep {self.label} ({verb}): {self.case_count} cases, "
                 f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail")
 
     def to_json(self) -> dict:
         """JSON form for ``--json``."""
         return {
             "sweep": self.sweep_name,
+            "run": self.label,
+            "run_number": self.run_number,
             "sweep_run_id": self.sweep_run_id,
             "resumed": self.resumed,
             "case_count": self.case_count,
             "processed": self.processed,
             "recovered": self.recovered,
             "counts": self.counts,
+            "compared": self.compared,
             "status": "fail" if self.failed else ("warn" if self.counts["warn"] else "pass"),
             "seconds": round(self.seconds, 3),
         }
@@ -125,19 +137,27 @@ def run_sweep(
     trigger: str = "manual",
     scheduled_for: datetime | None = None,
     spec_path: str | Path | None = None,
+    allow_empty: bool = False,
 ) -> SweepRun:
     """Run (or resume) a sweep of ``spec`` against ``store`` and return what happened;
     ``progress.update(done, total)`` follows the recorded cases.
 
+    A new run whose selection matches no runs is not opened: it would check nothing and pass.
+
     Raises:
         StoreLockedError: another process is running this sweep on this store.
+        EmptySelectionError: the selection is empty, unless ``allow_empty`` or
+            ``select.allow_empty``.
     """
     started = time.perf_counter()
     candidate = prepare_candidate(spec)  # a bad harness fails here, before a run is opened
     with sweep_run_lock(store.path, spec.name):
-        run_id, resumed = _open_run(store, spec, rerun, trigger, scheduled_for, spec_path)
+        run_id, resumed = _open_run(store, spec, rerun, trigger, scheduled_for, spec_path,
+                                    allow_empty or spec.select.allow_empty)
         cases = _pending_cases(store, run_id)
-        result = SweepRun(run_id, spec.name, resumed, _case_count(store, run_id))
+        case_count, run_number = _run_facts(store, run_id)
+        result = SweepRun(run_id, spec.name, resumed, case_count, run_number,
+                          compared=spec.compare.compared())
         writer = _CaseWriter(store, spec, run_id)
         done = result.case_count - len(cases)
         progress.update(done, result.case_count)
@@ -165,7 +185,8 @@ def run_sweep(
 # --- opening a run -----------------------------------------------------------------------------
 
 def _open_run(store: Any, spec: SweepSpec, rerun: bool, trigger: str,
-              scheduled_for: datetime | None, spec_path: str | Path | None) -> tuple[int, bool]:
+              scheduled_for: datetime | None, spec_path: str | Path | None,
+              allow_empty: bool) -> tuple[int, bool]:
     """The run to work on: the unfinished run of this spec, or a new one with a frozen selection."""
     with store.reader() as con:
         row = con.execute(
@@ -177,6 +198,13 @@ def _open_run(store: Any, spec: SweepSpec, rerun: bool, trigger: str,
     if row and not rerun and row[1] == spec.spec_hash:
         return row[0], True
     selection, matched = select_cases(store, spec)
+    if not selection and not allow_empty:
+        replays = "" if spec.select.include_replays else " (replays are left out unless " \
+            "select.include_replays)"
+        raise EmptySelectionError(
+            f"sweep {spec.name}: select.query {spec.select.query!r} selects no runs{replays}: "
+            "nothing would be checked (select.allow_empty = true or --allow-empty accepts an "
+            "empty sweep)", what="select.query")
     snapshot = store.last_seq()
     with store.writer() as con, _transaction(con):
         # one transaction: a run never exists without its full selection
@@ -273,11 +301,12 @@ def _pending_cases(store: Any, run_id: int) -> list[tuple[int, str, int | None, 
         ).fetchall()
 
 
-def _case_count(store: Any, run_id: int) -> int:
+def _run_facts(store: Any, run_id: int) -> tuple[int, int]:
+    """The run's case count and its number among the runs of its sweep."""
     with store.reader() as con:
         return con.execute(
-            "SELECT case_count FROM sweep_run_starts WHERE sweep_run_id = ?", [run_id]
-        ).fetchone()[0]
+            "SELECT case_count, run_number FROM sweep_runs WHERE sweep_run_id = ?", [run_id]
+        ).fetchone()
 
 
 # --- computing cases ---------------------------------------------------------------------------
@@ -533,19 +562,31 @@ def _utc_naive(moment: datetime | None) -> datetime | None:
     return None if moment is None else moment.astimezone(UTC).replace(tzinfo=None)
 
 
+def run_label(sweep_name: str, run_number: int) -> str:
+    """How people name run ``run_number`` of a sweep: ``NAME#N``."""
+    return f"{sweep_name}#{run_number}"
+
+
 def resolve_run_id(store: Any, ref: str) -> int:
-    """A sweep run id from ``RUN``: a number, or a sweep name meaning its latest run."""
+    """The store-wide ``sweep_run_id`` of ``RUN``: ``NAME#N`` (run N of sweep NAME), ``NAME``
+    (its latest run), or a bare number (the store-wide id itself, as ``--json`` and the views
+    show it)."""
+    name, hash_sign, number = ref.rpartition("#")
     with store.reader() as con:
-        if ref.isdigit():
+        if hash_sign and number.isdigit():
+            row = con.execute("SELECT sweep_run_id FROM sweep_runs WHERE sweep_name = ? "
+                              "AND run_number = ?", [name, int(number)]).fetchone()
+        elif ref.isdigit():
             row = con.execute("SELECT sweep_run_id FROM sweep_run_starts WHERE sweep_run_id = ?",
                               [int(ref)]).fetchone()
         else:
             row = con.execute("SELECT max(sweep_run_id) FROM sweep_run_starts WHERE sweep_name = ?",
                               [ref]).fetchone()
     if not row or row[0] is None:
-        raise NotFoundError(f"no sweep run {ref!r} in the store (see `recstore sweep status`)")
+        raise NotFoundError(f"no sweep run {ref!r} in the store (give NAME, NAME#N or a "
+                            "sweep_run_id; see `recstore sweep status`)")
     return int(row[0])
 
 
-__all__ = ["CaseInput", "CaseResult", "SweepRun", "compute_case", "resolve_run_id", "run_sweep",
-           "select_cases"]
+__all__ = ["CaseInput", "CaseResult", "SweepRun", "compute_case", "resolve_run_id", "run_label",
+           "run_sweep", "select_cases"]

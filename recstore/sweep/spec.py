@@ -23,7 +23,8 @@ from recstore.errors import InputError
 #: Signals a case can raise; classification rules name them (see docs/sweeps.md).
 SIGNALS: dict[str, str] = {
     "replay_error": "the replay did not complete (strict miss, policy throw, candidate error)",
-    "candidate_failed": "the replay run ended with status 'failed'",
+    "candidate_failed": "the replay run ended with status 'failed', unless the source failed the "
+                        "same way (same errorName and errorMessage)",
     "status_changed": "source and replay statuses differ (completed <-> failed)",
     "tool_drift": "tool calls changed (added, removed or different arguments) on a watched tool",
     "tool_calls_changed": "the tool-call shape differs (any tool)",
@@ -65,6 +66,7 @@ class SelectSpec(_Strict):
     seed: int = 0
     limit: Annotated[int, Field(gt=0)] | None = None
     include_replays: bool = False  # by default runs that are replays of other runs are skipped
+    allow_empty: bool = False  # a selection of no runs is an error (exit 3) unless this is set
 
 
 class CandidateSpec(_Strict):
@@ -124,13 +126,44 @@ class ReplaySpec(_Strict):
     on_missing: Literal["throw", "use_live"] | None = None
 
 
-class CompareSpec(_Strict):
-    """Options passed to the comparison of each replay with its source."""
+SectionName = Literal["response", "toolCalls", "policy", "guardrails", "metadata"]
 
-    preset: str | None = None
+
+class CompareSpec(_Strict):
+    """Options passed to the comparison of each replay with its source.
+
+    The default is the ``semantic`` preset: what a replay can reproduce. A replay runs at another
+    time under other provider call ids and with its own run metadata, so aioc's exact comparison
+    (``preset = "exact"``) finds every faithful replay changed."""
+
+    preset: str | None = "semantic"
     ignore: list[str] = Field(default_factory=list)
-    include_sections: list[str] | None = None
-    exclude_sections: list[str] | None = None
+    include_sections: list[SectionName] | None = None
+    exclude_sections: list[SectionName] | None = None
+
+    @model_validator(mode="after")
+    def _known_paths(self) -> CompareSpec:
+        from recstore.compare.ignore import parse_ignore
+
+        try:
+            parse_ignore(self.ignore, self.preset)
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def compared(self) -> dict:
+        """What the comparison covers: the sections compared and the ignore paths applied
+        inside them (for reports: "which sections were compared")."""
+        from recstore.compare.ignore import parse_ignore
+        from recstore.records import SECTIONS, resolve_sections
+
+        ignore = parse_ignore(self.ignore, self.preset)
+        sections = resolve_sections(self.include_sections, self.exclude_sections) - ignore.sections
+        return {
+            "preset": self.preset,
+            "sections": [s for s in SECTIONS if s in sections],
+            "ignored": [p for p in ignore.paths() if p.partition(".")[0] in sections],
+        }
 
 
 class ClassifySpec(_Strict):
@@ -231,6 +264,7 @@ class SweepSpec(_Strict):
         """``sha256:`` of what decides the results (not workers, schedule or description): an
         unfinished run resumes only under the same hash; a changed spec starts a new run."""
         decisive = {k: v for k, v in self.canonical().items() if k not in _NOT_DECISIVE}
+        decisive["select"].pop("allow_empty")  # says whether to run, not what a run finds
         return "sha256:" + sha256_canonical(decisive)
 
 
