@@ -15,6 +15,7 @@ from typing import TextIO
 import click
 
 from recstore import synth
+from recstore.files import private_dir, write_private_text
 from recstore.jsonout import write_json
 
 __all__ = ["run_demo"]
@@ -105,8 +106,7 @@ def run_demo(workdir: Path | None = None, n: int = 200, seed: int = 7,
              out: TextIO | None = None) -> dict:
     """Generate a corpus and run the pipeline on it, printing each command and its output to
     ``out``; returns the work directory, store, reports and every command with its exit status."""
-    workdir = Path(workdir or tempfile.mkdtemp(prefix="recstore-demo-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = private_dir(workdir or tempfile.mkdtemp(prefix="recstore-demo-"))
     demo = _Demo(workdir, out or click.get_text_stream("stdout"))
     demo.say(f"recstore demo in {workdir}")
 
@@ -159,7 +159,7 @@ def run_demo(workdir: Path | None = None, n: int = 200, seed: int = 7,
 
     demo.step("7. A replay sweep: select, strict replay with a changed tool schema, compare, gate")
     spec = workdir / "sweep.toml"
-    spec.write_text(_SWEEP_SPEC, encoding="utf-8")
+    write_private_text(spec, _SWEEP_SPEC)
     demo.run("sweep", "run", str(spec), expect=(0, 1))
     demo.run("sweep", "status", "demo-finance-schema")
     reports = workdir / "sweep-report"

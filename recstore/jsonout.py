@@ -30,6 +30,8 @@ from typing import Any
 
 import orjson
 
+from recstore.files import write_private_text
+
 __all__ = [
     "dumps",
     "dumps_compact",
@@ -101,7 +103,8 @@ def dumps_compact(value: Any) -> str:
 
 
 def write_json(path: str | Path, value: Any, *, indent: int | None = 2) -> Path:
-    """Write :func:`dumps` of ``value`` plus a newline to ``path`` as UTF-8; returns the path."""
+    """Write :func:`dumps` of ``value`` plus a newline to ``path`` as UTF-8, owner-only like
+    every file recstore writes (:mod:`recstore.files`); returns the path."""
     path = Path(path)
-    path.write_text(dumps(value, indent=indent) + "\n", encoding="utf-8")
+    write_private_text(path, dumps(value, indent=indent) + "\n")
     return path

@@ -46,6 +46,7 @@ from typing import Any
 
 import orjson
 
+from recstore.files import private_open
 from recstore.runtime import (
     Agent,
     Handoff,
@@ -837,7 +838,7 @@ def write_corpus(path: str | Path, n: int, seed: int = 0, variant: str = "baseli
     """Write ``generate_corpus(n, seed, variant)`` as NDJSON, gzip-compressed when ``path`` ends
     in ``.gz`` (with a fixed header, so equal corpora are equal bytes)."""
     path = Path(path)
-    with open(path, "wb") as raw:
+    with private_open(path, "wb") as raw:
         out = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) if path.suffix == ".gz" else raw
         with out:
             for record in generate_corpus(n, seed, variant):

@@ -13,74 +13,10 @@ from hypothesis import strategies as st
 from recstore.errors import InputError
 from recstore.query import compile_query, open_reader, run_query
 
+from .hostile_cases import hostile_lines
 from .query_support import run_cli, store_fingerprint
 
-# {out} is a scratch directory: nothing may appear in it.
-HOSTILE = [
-    "DROP TABLE runs",
-    "DROP VIEW lineage",
-    "DELETE FROM runs",
-    "INSERT INTO runs SELECT * FROM runs",
-    "UPDATE runs SET status = 'ok'",
-    "TRUNCATE runs",
-    "CREATE TABLE stolen AS SELECT * FROM runs",
-    "CREATE OR REPLACE VIEW runs AS SELECT 1",
-    "ALTER TABLE runs ADD COLUMN pwned INTEGER",
-    "COPY runs TO '{out}/runs.csv'",
-    "COPY (SELECT * FROM runs) TO '{out}/runs.parquet' (FORMAT parquet)",
-    "ATTACH '{out}/other.duckdb' AS other",
-    "DETACH other",
-    "SELECT * FROM read_csv('/etc/passwd')",
-    "SELECT read_csv('/etc/passwd')",
-    "SELECT * FROM read_text('/etc/passwd')",
-    "SELECT * FROM read_json_auto('/etc/passwd')",
-    "SELECT * FROM '/etc/passwd'",
-    "SELECT * FROM glob('/etc/*')",
-    "SELECT getenv('HOME')",
-    "SELECT current_setting('home_directory')",
-    "WITH x AS (DELETE FROM runs RETURNING *) SELECT * FROM x",
-    "WITH x AS (INSERT INTO runs SELECT * FROM runs RETURNING *) SELECT count(*) FROM x",
-    "SELECT 1; DROP TABLE runs",
-    "SELECT 1 /* harmless */; DELETE FROM runs",
-    "-- just a comment\nDROP TABLE runs",
-    "/* SELECT */ DELETE FROM runs",
-    "SELECT * FROM runs; -- trailing\nUPDATE runs SET status = 'x'",
-    "SELECT * FROM nope",
-    "SELECT * FROM streams",
-    "SELECT * FROM meta",
-    "SELECT * FROM information_schema.tables",
-    "SELECT * FROM main.runs",
-    "SELECT * FROM pg_catalog.pg_tables",
-    "SELECT * FROM sqlite_master",
-    "SELECT * FROM duckdb_settings()",
-    "SELECT * FROM duckdb_tables()",
-    "SELECT * FROM pragma_table_info('runs')",
-    "PRAGMA database_list",
-    "SET enable_external_access = true",
-    "SET lock_configuration = false",
-    "RESET threads",
-    "LOAD httpfs",
-    "INSTALL httpfs",
-    "EXPORT DATABASE '{out}/dump'",
-    "IMPORT DATABASE '{out}/dump'",
-    "CALL pragma_version()",
-    "CHECKPOINT",
-    "VACUUM",
-    "SELECT * INTO copied FROM runs",
-    "SELECT query('SELECT 1')",
-    "SELECT * FROM query_table('runs')",
-    "SELECT * FROM range(10)",
-    "SELECT * FROM runs r, LATERAL read_json('/etc/hosts')",
-    "SELECT * FROM (SELECT * FROM read_parquet('{out}/x.parquet'))",
-    "SELECT nope FROM runs",
-    "DESCRIBE runs",
-    "SUMMARIZE runs",
-    "SHOW TABLES",
-    "EXPLAIN SELECT 1",
-    "BEGIN TRANSACTION",
-    "USE memory",
-]
-
+HOSTILE = hostile_lines("queries.txt")
 
 
 def test_enough_hostile_inputs():
@@ -153,6 +89,10 @@ def test_duckdb_wall_holds_without_the_guard(fixture_store, tmp_path, sql):
     "SELECT * EXCLUDE (metadata, tags) FROM runs LIMIT 2",
     "SELECT metadata->>'$.caseId' AS case_id FROM runs WHERE metadata IS NOT NULL LIMIT 3",
     "(SELECT 1)",
+    "WITH RECURSIVE t AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM t WHERE n < 5) SELECT * FROM t",
+    "WITH runs AS (SELECT * FROM runs WHERE status = 'failed') SELECT count(*) FROM runs",
+    "WITH a AS (SELECT 1 AS n), b AS (SELECT n FROM a) SELECT * FROM (WITH a AS (SELECT n FROM b) "
+    "SELECT * FROM a)",
 ])
 def test_read_only_queries_run(fixture_store, sql):
     with run_query(fixture_store, sql) as result:
@@ -178,3 +118,79 @@ def test_a_write_is_refused_however_it_is_attached(query, write, separator):
 
 def test_store_file_stays_owner_only(fixture_store):
     assert Path(fixture_store.path).stat().st_mode & 0o077 == 0
+
+
+# --- CTE scoping, checked against DuckDB itself ------------------------------------------------
+# A database with a secret table ``meta`` (k = 42) and a public view ``runs`` (k = 1). Random
+# nestings of CTEs, recursive CTEs, subqueries and unions over the names below: whenever the
+# guard lets a query through, DuckDB must not have read the secret.
+
+_SECRET = 42
+_NAMES = st.sampled_from(["meta", "runs", "c"])
+
+
+def _scoping_queries() -> st.SearchStrategy[str]:
+    leaf = st.one_of(_NAMES.map(lambda n: f"SELECT k FROM {n}"), st.just("SELECT 7 AS k"))
+
+    def extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        return st.one_of(
+            st.tuples(_NAMES, inner, inner).map(lambda t: f"WITH {t[0]} AS ({t[1]}) {t[2]}"),
+            st.tuples(_NAMES, inner, _NAMES, inner, inner).map(
+                lambda t: f"WITH {t[0]} AS ({t[1]}), {t[2]} AS ({t[3]}) {t[4]}"),
+            st.tuples(_NAMES, inner, inner, inner).map(
+                lambda t: f"WITH RECURSIVE {t[0]} AS ({t[1]} UNION {t[2]}) {t[3]}"),
+            st.tuples(_NAMES, inner, inner, inner, inner).map(
+                lambda t: f"WITH RECURSIVE {t[0]} AS ({t[1]} UNION {t[2]} UNION {t[3]}) {t[4]}"),
+            inner.map(lambda q: f"SELECT k FROM ({q})"),
+            st.tuples(inner, inner).map(lambda t: f"SELECT k FROM ({t[0]}) UNION SELECT k FROM ({t[1]})"),
+            st.tuples(_NAMES, inner).map(lambda t: f"SELECT k FROM {t[0]} WHERE k IN ({t[1]})"),
+        )
+
+    return st.recursive(leaf, extend, max_leaves=6)
+
+
+@pytest.fixture(scope="module")
+def secret_db():
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE meta AS SELECT {_SECRET} AS k")
+    con.execute("CREATE VIEW runs AS SELECT 1 AS k")
+    yield con
+    con.close()
+
+
+@settings(max_examples=400, deadline=None)
+@given(_scoping_queries())
+def test_a_query_the_guard_passes_never_reads_a_table_it_hides(secret_db, sql):
+    from recstore.query.views import Catalog, Column, View
+
+    catalog = Catalog({"runs": View("runs", "", (Column("k", "INTEGER", ""),))})
+    try:
+        compile_query(sql, catalog)
+    except InputError:
+        return
+    try:
+        rows = secret_db.execute(sql).fetchall()
+    except duckdb.Error:
+        return  # DuckDB refused it (a binder error): nothing was read
+    assert (_SECRET,) not in rows, sql
+
+
+
+# --- nesting deeper than the parsers follow ----------------------------------------------------
+
+NESTED = hostile_lines("nested-queries.txt")
+
+
+@pytest.mark.parametrize("text", NESTED, ids=lambda text: text[:40])
+def test_deep_nesting_is_one_clear_error(text):
+    with pytest.raises(InputError, match=r"^query too deeply nested \(") as info:
+        compile_query(text)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("extra", [(), ("--explain",), ("--dialect", "spark")])
+def test_cli_reports_deep_nesting_in_one_line(fixture_store, extra):
+    result = run_cli("query", NESTED[0], *extra, db=fixture_store.path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("recstore: error: query too deeply nested (")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -202,7 +202,7 @@ def test_lock_timeout_names_the_holder(tmp_path):
         )
     err = proc.stderr.decode()
     assert proc.returncode == 2
-    assert f"locked by process {os.getpid()}" in err and "Traceback" not in err
+    assert f"the store is busy: process {os.getpid()} (" in err and "Traceback" not in err
     # once the writer is gone the same command works, and readers work in between
     assert recstore(db, "ingest", str(AIOC_FIXTURES / "simple-run.json")).returncode == 0
     assert recstore(db, "runs").returncode == 0

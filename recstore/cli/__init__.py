@@ -97,6 +97,11 @@ class _Root(click.Group):
 
             click.echo(f"recstore: error: {printable(str(exc), keep=chr(10))}", err=True)
             ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:  # before click turns it into "Aborted!" and status 1
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo("recstore: interrupted", err=True)
+            ctx.exit(130)
 
 
 @click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"]})

@@ -12,7 +12,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from recstore.cli import cli
-from recstore.cli.existing_store import existing_store
+from recstore.cli.existing_store import WRITE_WAIT, existing_store, lock_timeout_option
 from recstore.cli.record_cmds import compare_options, echo_comparison
 from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.compare import (
@@ -27,6 +27,7 @@ from recstore.compare import (
 from recstore.compare.details import DETAIL_LIMIT
 from recstore.compare.report import render_html, render_text
 from recstore.errors import InputError
+from recstore.files import private_open, write_private_text
 from recstore.formats.aioc import load_record_file
 from recstore.jsonout import dumps
 
@@ -49,10 +50,11 @@ def _gate(ctx: click.Context, comparison, max_unpaired: float) -> None:
 
 
 def _write_pairs(comparison, fmt: str, output: str) -> None:
-    if fmt == "csv":
-        pa_csv.write_csv(comparison.pairs, output)
-    else:
-        pq.write_table(comparison.pairs, output)
+    with private_open(output, "wb") as sink:
+        if fmt == "csv":
+            pa_csv.write_csv(comparison.pairs, sink)
+        else:
+            pq.write_table(comparison.pairs, sink)
 
 
 @cli.command("compare")
@@ -116,6 +118,7 @@ def _write_pairs(comparison, fmt: str, output: str) -> None:
     help="Accept a side that selects no runs, or no pairs (exit 0 instead of 3).",
 )
 @compare_options
+@lock_timeout_option(WRITE_WAIT)
 @click.pass_context
 def compare_cmd(
     ctx: click.Context,
@@ -139,6 +142,7 @@ def compare_cmd(
     as_json: bool,
     include: tuple[str, ...],
     exclude: tuple[str, ...],
+    lock_timeout: float,
 ) -> None:
     """Compare runs exactly as aioc's compareRunRecords does, one pair or thousands.
 
@@ -170,7 +174,7 @@ def compare_cmd(
             raise InputError("bulk compare needs both --baseline and --candidate, and no A B")
         if (fmt is None) != (output is None):
             raise InputError("--format and --output go together")
-        store = existing_store(ctx)
+        store = existing_store(ctx, lock_timeout)
         with CliProgress("compare: reduce runs", quiet=quiet) as progress:
             comparison = bulk_compare(
                 store,
@@ -190,7 +194,7 @@ def compare_cmd(
         if fmt:
             _write_pairs(comparison, fmt, output)
         if html_path:
-            Path(html_path).write_text(render_html(comparison, store, detail_limit=html_details), encoding="utf-8")
+            write_private_text(html_path, render_html(comparison, store, detail_limit=html_details))
         if as_json:
             click.echo(dumps(comparison.to_dict()))
         else:
@@ -210,7 +214,7 @@ def compare_cmd(
         )
     else:
         result = compare_stored(
-            existing_store(ctx),
+            existing_store(ctx, lock_timeout),
             a,
             b,
             ignore=ignore,

@@ -2,31 +2,43 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from recstore.cli import cli
-from recstore.cli.existing_store import existing_store
+from recstore.cli.existing_store import READ_WAIT, existing_store, lock_timeout_option
 from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
 from recstore.errors import InputError
 from recstore.jsonout import dumps
 from recstore.query import (
     FORMATS,
     CompiledQuery,
+    QueryLimitError,
+    QueryLimits,
+    ResultStream,
+    cap_rows,
     compile_query,
     default_catalog,
-    execute,
     list_saved,
     load_saved,
-    open_reader,
+    run_query,
     write_result,
 )
 from recstore.query.dialects import DIALECTS
-from recstore.query.output import ResultStream
 from recstore.query.views import Catalog, catalog_from_connection, schema_json, schema_text
+
+if TYPE_CHECKING:
+    from recstore.store import Store
+
+# CLI defaults (the library sets no limits unless asked): a query holds the store's read lock
+# while it runs, and a runaway one (a recursive CTE, a cross join) would otherwise never end.
+QUERY_TIMEOUT = 120.0
+QUERY_MAX_ROWS = 1_000_000
+# After a timeout or Ctrl-C, seconds a statement may ignore the interrupt before the process
+# exits (one huge scalar call such as repeat() checks only when it returns).
+_EXIT_AFTER = 3.0
 
 
 def _params(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -39,11 +51,24 @@ def _params(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> CompiledQuery:
+def _resolve_saved(text: str, params: dict[str, str]) -> tuple[str, dict, str | None]:
+    """``(query text, parameters, language)`` of ``text``, reading ``@name`` saved queries."""
     if text.startswith("@"):
         saved = load_saved(text)
-        return compile_query(saved.text, catalog, saved.bind(params), language=saved.language)
-    return compile_query(text, catalog, params)
+        return saved.text, saved.bind(params), saved.language
+    return text, params, None
+
+
+def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> CompiledQuery:
+    text, bound, language = _resolve_saved(text, params)
+    return compile_query(text, catalog, bound, language=language)
+
+
+def _check_complete(result: ResultStream, max_rows: int | None, output: str | None) -> None:
+    if result.truncated:
+        where = output or "the output"
+        raise QueryLimitError(f"stopped at --max-rows {max_rows}: {where} holds the first "
+                              f"{max_rows} rows; raise --max-rows (0 for no limit)")
 
 
 @cli.command("query")
@@ -60,12 +85,19 @@ def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> Comp
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to FILE.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=QUERY_TIMEOUT, show_default=True,
+              metavar="SECONDS", help="Stop a query that runs longer, with an error (0: no "
+              "limit; the store engine only). Ctrl-C stops a query too.")
+@click.option("--max-rows", type=click.IntRange(min=0), default=QUERY_MAX_ROWS, show_default=True,
+              metavar="N", help="Stop after this many rows, with an error (0: no limit).")
 @columns_option
 @vertical_option
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
 def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: bool,
               dialect: str | None, engine: str, parquet: str | None, fmt: str, as_json: bool,
-              output: str | None, columns: list[str] | None, vertical: bool) -> None:
+              output: str | None, timeout: float, max_rows: int, columns: list[str] | None,
+              vertical: bool, lock_timeout: float) -> None:
     """Run read-only SQL or a filter-DSL query (or @saved-name) over the store's views.
 
     \b
@@ -83,26 +115,31 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
         compiled = _compile(text, values, None)
         say(compiled.to(dialect or "duckdb", pretty=True))
         return
+    limits = QueryLimits(timeout or None, max_rows or None, interruptible=True,
+                         exit_after=_EXIT_AFTER)
     if engine == "spark":
         if not parquet:
             raise InputError("spark needs --parquet DIR (written by `recstore export DIR`)",
                              source="--engine")
         from recstore.query.spark import run_on_spark
 
-        result = run_on_spark(_compile(text, values, default_catalog()), parquet)
-        write_result(result.select(columns) if columns else result, fmt, output,
-                     vertical=vertical or None)
+        result = cap_rows(run_on_spark(_compile(text, values, default_catalog()), parquet),
+                          limits.max_rows)
+        _write(result, columns, fmt, output, vertical, limits.max_rows)
         return
-    with _store_result(ctx, text, values) as result:
-        write_result(result.select(columns) if columns else result, fmt, output,
-                     vertical=vertical or None)
+    text, bound, language = _resolve_saved(text, values)
+    with run_query(existing_store(ctx, lock_timeout), text, bound, language=language,
+                   limits=limits) as result:
+        _write(result, columns, fmt, output, vertical, limits.max_rows)
 
 
-@contextlib.contextmanager
-def _store_result(ctx: click.Context, text: str, values: dict[str, str]
-                  ) -> Iterator[ResultStream]:
-    with open_reader(existing_store(ctx)) as con:
-        yield execute(con, _compile(text, values, catalog_from_connection(con)))
+def _write(result: ResultStream, columns: list[str] | None, fmt: str, output: str | None,
+           vertical: bool, max_rows: int | None) -> None:
+    """Write the result (only ``columns``, when given); a result cut at --max-rows is an error
+    after its rows are written."""
+    write_result(result.select(columns) if columns else result, fmt, output,
+                 vertical=vertical or None)
+    _check_complete(result, max_rows, output)
 
 
 @cli.command("queries")
@@ -126,11 +163,12 @@ def queries_cmd(as_json: bool) -> None:
 
 @cli.command("schema")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def schema_cmd(ctx: click.Context, as_json: bool) -> None:
+def schema_cmd(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
     """Print the queryable views with column types and descriptions."""
     if Path(ctx.obj["db"]).exists():
-        with existing_store(ctx).reader() as con:
+        with existing_store(ctx, lock_timeout).reader() as con:
             catalog = catalog_from_connection(con)
     else:
         catalog = default_catalog()
@@ -142,6 +180,8 @@ def schema_cmd(ctx: click.Context, as_json: bool) -> None:
 
 @cli.command("export")
 @click.argument("target", required=False, metavar="DIRECTORY | FILTER")
+@click.option("--overwrite", is_flag=True,
+              help="Replace an earlier recstore export in DIRECTORY (only its view folders).")
 @click.option("--otlp", "otlp_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Write each run (or each run FILTER selects) as an OTLP/JSON trace file.")
 @click.option("--content", type=click.Choice(["none", "metadata", "full"]), default="metadata",
@@ -150,13 +190,17 @@ def schema_cmd(ctx: click.Context, as_json: bool) -> None:
               "tool arguments, results and messages.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @quiet_option
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def export_cmd(ctx: click.Context, target: str | None, otlp_dir: str | None, content: str,
-               as_json: bool, quiet: bool) -> None:
+def export_cmd(ctx: click.Context, target: str | None, overwrite: bool, otlp_dir: str | None,
+               content: str, as_json: bool, quiet: bool, lock_timeout: float) -> None:
     """Write every view as zstd Parquet under DIRECTORY, or runs as OTLP/JSON traces (--otlp).
 
     Parquet is hive-partitioned by run start day; --otlp DIR writes OpenTelemetry GenAI traces,
     one file per run.
+
+    DIRECTORY must be new or empty, or hold an earlier export (recstore-export.json) to replace
+    with --overwrite; recstore never deletes a folder it did not write. Files are owner-only.
 
     \b
     Example:
@@ -164,7 +208,7 @@ def export_cmd(ctx: click.Context, target: str | None, otlp_dir: str | None, con
       recstore export --otlp traces/ "status = 'failed'" --content full
     """
     if otlp_dir is not None:
-        _export_otlp(ctx, otlp_dir, target, content, as_json)
+        _export_otlp(existing_store(ctx, lock_timeout), otlp_dir, target, content, as_json)
         return
     if target is None:
         raise InputError("give the DIRECTORY to write Parquet to (or --otlp DIR)",
@@ -172,7 +216,8 @@ def export_cmd(ctx: click.Context, target: str | None, otlp_dir: str | None, con
     from recstore.query.export import export_views
 
     with CliProgress("export views", quiet=quiet) as progress:
-        summary = export_views(existing_store(ctx), target, progress)
+        summary = export_views(existing_store(ctx, lock_timeout), target, progress,
+                               overwrite=overwrite)
     if as_json:
         click.echo(dumps({"directory": str(summary.directory), "rows": summary.rows,
                           "partitioned": summary.partitioned}))
@@ -183,12 +228,11 @@ def export_cmd(ctx: click.Context, target: str | None, otlp_dir: str | None, con
     say(f"exported {len(summary.rows)} views to {summary.directory}")
 
 
-def _export_otlp(ctx: click.Context, directory: str, dsl_filter: str | None, content: str,
-                 as_json: bool) -> None:
+def _export_otlp(store: Store, directory: str, dsl_filter: str | None, content: str,
+                  as_json: bool) -> None:
     from recstore.query import select_run_keys
     from recstore.store.otlp_io import export_otlp
 
-    store = existing_store(ctx)
     keys = select_run_keys(store, dsl_filter) if dsl_filter else None
     result = export_otlp(store, directory, keys, content=content)
     if as_json:

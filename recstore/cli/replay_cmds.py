@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from recstore.cli import cli
-from recstore.cli.existing_store import existing_store
+from recstore.cli.existing_store import READ_WAIT, WRITE_WAIT, existing_store, lock_timeout_option
 from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.errors import InputError
 from recstore.jsonout import dumps
@@ -80,19 +80,26 @@ def _provider_spec(kind, script, base_url, model, api_key_env, timeout, max_retr
               help="--match agentuse: the replay's project root for relative read paths (default: the source's).")
 @click.option("--reference", "references", multiple=True, type=click.Path(dir_okay=False),
               help="--match agentuse: a read-only file served from its current content (repeatable).")
+@click.option("--allow-outside", is_flag=True,
+              help="Let the harness read files outside its own folder (instructions_file, script).")
 @click.option("--allow-empty", is_flag=True, help="--select: accept a selection of no runs (else exit 3).")
 @click.option("--json", "as_json", is_flag=True, help="Print reports as JSON.")
 @quiet_option
+@lock_timeout_option(WRITE_WAIT)
 @click.pass_context
 def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_kind, script, base_url,
                model, api_key_env, timeout, max_retries, select_dsl, workers, no_store, matching, command,
-               command_timeout, project_root, references, allow_empty, as_json, quiet):
+               command_timeout, project_root, references, allow_outside, allow_empty, as_json, quiet,
+               lock_timeout):
     """Replay stored runs against a candidate with recorded tool outputs.
 
     Exit status 0 when every replay completed (finished like its source and equal to it on
     response and tool calls; with --match agentuse, when agentuse's status is proposal or
     completed, the comparison only reported), 1 otherwise, 2 for a source --match agentuse
     refuses, 3 when --select matches no runs.
+
+    A harness file is trusted like code (it may name Python functions to run and an endpoint that
+    receives its API key variable); it may read only files beside it unless --allow-outside.
     """
     from recstore.replay.batch import ReplayJob, replay_stored
 
@@ -105,10 +112,11 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
     if harness_path:
         from recstore.replay.harness import load_harness
 
-        load_harness(harness_path)  # fail early, once, with the file's error
+        load_harness(harness_path, allow_outside=allow_outside)  # fail early, once, with the file's error
     provider = _provider_spec(provider_kind, script, base_url, model, api_key_env, timeout, max_retries)
-    job = ReplayJob(str(Path(harness_path).resolve()) if harness_path else None, mode, input_mode, provider)
-    store = existing_store(ctx)
+    job = ReplayJob(str(Path(harness_path).resolve()) if harness_path else None, mode, input_mode, provider,
+                    allow_outside)
+    store = existing_store(ctx, lock_timeout)
     if select_dsl is not None:
         from recstore.query import select_gate_runs
 
@@ -158,8 +166,9 @@ def _print(results, as_json: bool, single: bool) -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=500, show_default=True,
               help="Show at most this many runs (lines).")
 @click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON.")
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def lineage_cmd(ctx, run, limit, as_json):
+def lineage_cmd(ctx, run, limit, as_json, lock_timeout):
     """Print the tree of runs derived from RUN (replays, replays of replays, continuations).
 
     Each run's subtree is shown once: a run met again is marked as a cycle (a link back to an
@@ -167,7 +176,7 @@ def lineage_cmd(ctx, run, limit, as_json):
     """
     from recstore.replay.lineage import lineage_tree, render_tree
 
-    tree = lineage_tree(existing_store(ctx), run, limit=limit)
+    tree = lineage_tree(existing_store(ctx, lock_timeout), run, limit=limit)
     if as_json:
         click.echo(dumps(tree))
     else:

@@ -13,6 +13,7 @@ from datetime import datetime
 import click
 
 from recstore.cli import cli
+from recstore.cli.existing_store import READ_WAIT, WRITE_WAIT, lock_timeout_option
 from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
 from recstore.errors import InputError
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES
@@ -23,20 +24,12 @@ from recstore.records.render import render_analysis
 from recstore.store import Store
 from recstore.store.ingest import DEFAULT_BATCH_SIZE
 
-_LOCK_TIMEOUT = click.option(
-    "--lock-timeout",
-    type=click.FloatRange(min=0),
-    default=30.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="How long to wait for another writer to finish.",
-)
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 # At most this many reject reasons are echoed; `recstore rejects` lists them all.
 _SHOWN_REJECTS = 20
 
 
-def _store(ctx: click.Context, lock_timeout: float = 30.0) -> Store:
+def _store(ctx: click.Context, lock_timeout: float) -> Store:
     return Store(ctx.obj["db"], lock_timeout=lock_timeout)
 
 
@@ -88,7 +81,7 @@ def _parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
     "pay off for the input's size).",
 )
 @_JSON
-@_LOCK_TIMEOUT
+@lock_timeout_option(WRITE_WAIT)
 @quiet_option
 @click.pass_context
 def ingest(
@@ -145,16 +138,18 @@ def ingest(
 @click.option("--since", metavar="TIME", help="Only rejects from TIME on (ISO, or -7d, -2h).")
 @click.option("--summary", is_flag=True, help="Count rejects by reason instead of listing them.")
 @_JSON
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
 def rejects(
-    ctx: click.Context, limit: int, since: str | None, summary: bool, as_json: bool
+    ctx: click.Context, limit: int, since: str | None, summary: bool, as_json: bool,
+    lock_timeout: float,
 ) -> None:
     """List input the store could not accept: source, line, reason.
 
     Example: recstore rejects --since -1d --limit 20
     Example: recstore rejects --summary --json
     """
-    store = _store(ctx)
+    store = _store(ctx, lock_timeout)
     since_time = _since(since)
     if summary:
         rows = store.reject_summary(since_time)
@@ -194,7 +189,7 @@ def _since(text: str | None) -> datetime | None:
 @click.argument("tags", nargs=-1, metavar="KEY=VALUE...")
 @click.option("--remove", "remove", multiple=True, metavar="KEY", help="Remove a tag (repeatable).")
 @_JSON
-@_LOCK_TIMEOUT
+@lock_timeout_option(WRITE_WAIT)
 @click.pass_context
 def tag(
     ctx: click.Context, selection: str, tags: tuple[str, ...], remove: tuple[str, ...],
@@ -229,9 +224,10 @@ def tag(
 @click.option("--revision", type=click.IntRange(min=1), help="An older revision of the run.")
 @click.option("--no-pager", is_flag=True, help="Print straight to the terminal, never page.")
 @_JSON
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
 def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
-         as_json: bool) -> None:
+         as_json: bool, lock_timeout: float) -> None:
     """Show one stored run (run key, runId, or a unique prefix): question, response, error,
     duration and tags, then the `inspect` summary; with --json the stored record exactly as
     ingested (original key order).
@@ -240,7 +236,7 @@ def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
 
     Example: recstore show 81e3aee0 --json
     """
-    store = _store(ctx)
+    store = _store(ctx, lock_timeout)
     record = store.get_record(run, revision=revision)
     if as_json:
         click.echo(dumps(record))
@@ -297,9 +293,10 @@ _RUN_DEFAULT = ["run_key", "status", "agent", "model", "started", "tool_calls"]
 @columns_option
 @vertical_option
 @_JSON
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
 def runs(ctx: click.Context, limit: int, columns: list[str] | None, vertical: bool,
-         as_json: bool) -> None:
+         as_json: bool, lock_timeout: float) -> None:
     """List the most recently stored runs.
 
     Run keys stay whole; other columns wrap to the terminal. Columns: run_key, status, agent,
@@ -307,7 +304,7 @@ def runs(ctx: click.Context, limit: int, columns: list[str] | None, vertical: bo
 
     Example: recstore runs --limit 5 --columns run_key,status,agent
     """
-    rows = _store(ctx).runs(limit)
+    rows = _store(ctx, lock_timeout).runs(limit)
     if as_json:
         click.echo(dumps(rows))
         return
@@ -329,15 +326,16 @@ def runs(ctx: click.Context, limit: int, columns: list[str] | None, vertical: bo
 @cli.command("verify")
 @_JSON
 @quiet_option
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def verify(ctx: click.Context, as_json: bool, quiet: bool) -> None:
+def verify(ctx: click.Context, as_json: bool, quiet: bool, lock_timeout: float) -> None:
     """Check the log's batch hash chain and every reference in it, and that rebuilding the
     projections from the log reproduces them. Exit status 1 on any problem.
 
     Example: recstore verify
     """
     with CliProgress("verify runs", quiet=quiet) as progress:
-        report = _store(ctx).verify(progress)
+        report = _store(ctx, lock_timeout).verify(progress)
     if as_json:
         click.echo(dumps(report.to_dict()))
     else:
@@ -352,7 +350,7 @@ def verify(ctx: click.Context, as_json: bool, quiet: bool) -> None:
 
 
 @cli.command("rebuild")
-@_LOCK_TIMEOUT
+@lock_timeout_option(WRITE_WAIT)
 @_JSON
 @quiet_option
 @click.pass_context

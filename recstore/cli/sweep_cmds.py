@@ -7,10 +7,20 @@ from pathlib import Path
 import click
 
 from recstore.cli import cli
-from recstore.cli.existing_store import existing_store
+from recstore.cli.existing_store import (
+    READ_WAIT,
+    SWEEP_WAIT,
+    existing_store,
+    lock_timeout_option,
+)
 from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.errors import InputError
 from recstore.jsonout import dumps
+
+
+def _waiting_store(ctx: click.Context, lock_timeout: float):
+    """The store for a sweep run: each wait for another process is announced on stderr."""
+    return existing_store(ctx, lock_timeout, on_lock_wait=lambda line: say(line, err=True))
 
 
 @cli.group()
@@ -35,11 +45,15 @@ def sweep() -> None:
               help="Run even when the selection matches no runs (else exit 3, no run opened).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 @quiet_option
+@lock_timeout_option(SWEEP_WAIT)
 @click.pass_context
 def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | None,
-              allow_empty: bool, as_json: bool, quiet: bool) -> None:
+              allow_empty: bool, as_json: bool, quiet: bool, lock_timeout: float) -> None:
     """Run the sweep in SPEC, or continue its unfinished run; exit 1 when any case fails, 3 when
     the selection matches no runs.
+
+    While another process (an ingest) has the store open, the run waits for it, saying so on
+    stderr, rather than stop halfway.
 
     \b
     Example:
@@ -52,8 +66,9 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
     if workers is not None:
         spec = spec.model_copy(update={"workers": workers})
     with CliProgress(f"sweep {spec.name}", quiet=quiet) as progress:
-        result = run_sweep(existing_store(ctx), spec, rerun=rerun, progress=progress,
-                           spec_path=Path(spec_path).resolve(), allow_empty=allow_empty)
+        result = run_sweep(_waiting_store(ctx, lock_timeout), spec, rerun=rerun,
+                           progress=progress, spec_path=Path(spec_path).resolve(),
+                           allow_empty=allow_empty)
     if as_json:
         click.echo(dumps(result.to_json()))
     else:
@@ -70,9 +85,10 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
                 type=click.Path(dir_okay=False))
 @click.option("--max-runs", type=click.IntRange(1), help="Stop after this many sweep runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print each event as one JSON line.")
+@lock_timeout_option(SWEEP_WAIT)
 @click.pass_context
 def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: int | None,
-                   as_json: bool) -> None:
+                   as_json: bool, lock_timeout: float) -> None:
     """Fire each SPEC at its cron times, in the foreground (for systemd or a container).
 
     Slots missed while the scheduler was down, or while a sweep was still running, are reported
@@ -87,7 +103,8 @@ def sweep_schedule(ctx: click.Context, spec_paths: tuple[str, ...], max_runs: in
     from recstore.sweep.spec import load_spec
 
     sweeps = [ScheduledSweep(load_spec(p), Path(p).resolve()) for p in spec_paths]
-    store = existing_store(ctx)
+    store = _waiting_store(ctx, lock_timeout)
+
     def echo(event) -> None:
         click.echo(dumps(event.to_json(), indent=None) if as_json else event.line(),
                    err=event.kind == "error" and not as_json)
@@ -130,8 +147,10 @@ def sweep_cron(ctx: click.Context, spec_path: str, log_path: str | None, as_json
 @sweep.command("status")
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool) -> None:
+def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool,
+                     lock_timeout: float) -> None:
     """List runs of sweep NAME (or the latest run of every sweep) with pass/warn/fail counts
     and the trend against the previous run.
 
@@ -141,7 +160,7 @@ def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool) -> Non
     """
     from recstore.sweep.report import status_text, sweep_status
 
-    rows = sweep_status(existing_store(ctx), name)
+    rows = sweep_status(existing_store(ctx, lock_timeout), name)
     if as_json:
         click.echo(dumps(rows))
     elif not rows:
@@ -155,8 +174,10 @@ def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool) -> Non
 @click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False), default=".",
               show_default=True, help="Folder for sweep-<name>-<N>.json and .html.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report JSON to stdout instead.")
+@lock_timeout_option(READ_WAIT)
 @click.pass_context
-def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bool) -> None:
+def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bool,
+                     lock_timeout: float) -> None:
     """Write the JSON and self-contained HTML report of sweep run RUN: NAME#N (run N of sweep
     NAME), NAME (its latest run), or a store-wide sweep_run_id.
 
@@ -168,7 +189,7 @@ def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bo
     from recstore.sweep.report import sweep_report, write_report
     from recstore.sweep.runner import resolve_run_id
 
-    store = existing_store(ctx)
+    store = existing_store(ctx, lock_timeout)
     run_id = resolve_run_id(store, run_ref)
     if as_json:
         click.echo(dumps(sweep_report(store, run_id)))

@@ -19,6 +19,7 @@ from recstore.query.api import (
 )
 from recstore.query.dsl import DslError
 from recstore.query.guard import QueryRefused
+from recstore.query.limits import QueryLimitError, QueryLimits, cap_rows
 from recstore.query.output import FORMATS, ResultStream, write_result
 from recstore.query.saved import SavedQuery, list_saved, load_saved
 from recstore.query.views import Catalog, default_catalog
@@ -28,11 +29,14 @@ __all__ = [
     "CompiledQuery",
     "DslError",
     "FORMATS",
+    "QueryLimitError",
+    "QueryLimits",
     "QueryRefused",
     "ResultStream",
     "SavedQuery",
     "compile_dsl",
     "compile_query",
+    "cap_rows",
     "default_catalog",
     "execute",
     "list_saved",

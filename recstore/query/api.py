@@ -23,7 +23,10 @@ from recstore.query.guard import (
     guard_sql,
     lock_down,
     looks_like_sql,
+    refuse_deep_nesting,
+    view_references,
 )
+from recstore.query.limits import LimitWatch, QueryLimits
 from recstore.query.output import BATCH_ROWS, ResultStream
 from recstore.query.views import Catalog, catalog_from_connection, default_catalog
 
@@ -44,17 +47,17 @@ class CompiledQuery:
     def sql(self) -> str:
         """DuckDB SQL, as run on the store (without comments: what runs is exactly the tree
         the guard checked)."""
-        return self.tree.sql(dialect="duckdb", comments=False)
+        with refuse_deep_nesting():
+            return self.tree.sql(dialect="duckdb", comments=False)
 
     def views(self) -> list[str]:
         """The public views the query reads (CTE names excluded)."""
-        ctes = {cte.alias_or_name.lower() for cte in self.tree.find_all(exp.CTE)}
-        names = {t.name.lower() for t in self.tree.find_all(exp.Table)}
-        return sorted(names - ctes)
+        return sorted({t.name.lower() for t in view_references(self.tree)})
 
     def to(self, dialect: str, pretty: bool = False) -> str:
         """SQL for ``dialect`` (spark, trino, postgres, bigquery, clickhouse or duckdb)."""
-        return to_dialect(self.tree, dialect, self.catalog, pretty=pretty)
+        with refuse_deep_nesting():
+            return to_dialect(self.tree, dialect, self.catalog, pretty=pretty)
 
 
 def compile_query(text: str, catalog: Catalog | None = None,
@@ -65,12 +68,19 @@ def compile_query(text: str, catalog: Catalog | None = None,
 
     SQL goes through the read-only guard; ``$name`` placeholders are replaced by literal nodes
     from ``params``. DSL compiles to a tree that passes the same structural checks.
+
+    Raises:
+        InputError: the query is refused, invalid, or too deeply nested to compile.
     """
     catalog = catalog or default_catalog()
-    if language == "sql" or language is None and looks_like_sql(text):
-        tree = bind_placeholders(guard_sql(text, catalog), params or {})
-        return CompiledQuery(tree, "sql", catalog)
-    return compile_dsl(text, catalog, params, now)
+    with refuse_deep_nesting():
+        if language == "sql" or language is None and looks_like_sql(text):
+            tree = bind_placeholders(guard_sql(text, catalog), params or {})
+            query = CompiledQuery(tree, "sql", catalog)
+        else:
+            query = compile_dsl(text, catalog, params, now)
+        query.sql  # noqa: B018 - prove the tree prints here, where nesting errors are caught
+    return query
 
 
 def compile_dsl(text: str, catalog: Catalog | None = None,
@@ -78,10 +88,11 @@ def compile_dsl(text: str, catalog: Catalog | None = None,
                 now: datetime | None = None) -> CompiledQuery:
     """Compile filter-DSL ``text``; see :mod:`recstore.query.dsl` for the grammar."""
     catalog = catalog or default_catalog()
-    tree = compile_dsl_tree(text, catalog, params, now)
-    for check in (check_nodes, check_functions):
-        check(tree)
-    check_tables(tree, catalog)
+    with refuse_deep_nesting():
+        tree = compile_dsl_tree(text, catalog, params, now)
+        for check in (check_nodes, check_functions):
+            check(tree)
+        check_tables(tree, catalog)
     return CompiledQuery(tree, "dsl", catalog)
 
 
@@ -114,25 +125,42 @@ def open_reader(store: Store) -> contextlib.AbstractContextManager[duckdb.DuckDB
 
 
 def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
-            batch_rows: int = BATCH_ROWS) -> ResultStream:
+            batch_rows: int = BATCH_ROWS, limits: QueryLimits | None = None) -> ResultStream:
     """Run ``query`` on ``con``; rows stream as Arrow batches of ``batch_rows``.
 
     The query runs on a cursor of ``con`` (same database, same locked settings) so that an
-    unfinished result of an earlier ``con.execute`` cannot block it."""
+    unfinished result of an earlier ``con.execute`` cannot block it. ``limits`` (none by
+    default) stop it after a time, cut its rows (``result.truncated``) or let Ctrl-C stop it;
+    they hold until the rows are read to the end or the result is closed.
+
+    Raises:
+        InputError: DuckDB refused the query; QueryLimitError: it ran past ``limits.timeout``
+            (also while its rows are read).
+    """
+    cursor = con.cursor()
+    watch = LimitWatch(cursor, limits or QueryLimits())
     try:
-        relation = con.cursor().sql(query.sql)
+        relation = cursor.sql(query.sql)
         reader = relation.to_arrow_reader(batch_rows)
-    except duckdb.Error as exc:
-        raise InputError(str(exc).splitlines()[0], source="query") from None
-    return ResultStream(list(relation.columns), [str(t) for t in relation.types], iter(reader),
-                        reader.schema)
+    except (duckdb.Error, RuntimeError) as exc:
+        watch.close()
+        raise watch.error(exc) from None
+    except BaseException:
+        watch.close()
+        raise
+    result = ResultStream(list(relation.columns), [str(t) for t in relation.types], iter(()),
+                          reader.schema)
+    result.batches = watch.batches(reader, result)
+    return result
 
 
 @contextlib.contextmanager
 def run_query(store: Store, text: str, params: Mapping[str, Any] | None = None,
-              now: datetime | None = None, batch_rows: int = BATCH_ROWS
+              now: datetime | None = None, batch_rows: int = BATCH_ROWS, *,
+              language: str | None = None, limits: QueryLimits | None = None
               ) -> Iterator[ResultStream]:
-    """Compile and run ``text`` on ``store``; the result streams while the context is open.
+    """Compile and run ``text`` (``language`` as in :func:`compile_query`) on ``store``; the
+    result streams while the context is open. ``limits``: see :func:`execute`.
 
     Example (library use)::
 
@@ -141,8 +169,12 @@ def run_query(store: Store, text: str, params: Mapping[str, Any] | None = None,
                 print(row)
     """
     with open_reader(store) as con:
-        query = compile_query(text, catalog_from_connection(con), params, now)
-        yield execute(con, query, batch_rows)
+        query = compile_query(text, catalog_from_connection(con), params, now, language)
+        result = execute(con, query, batch_rows, limits)
+        try:
+            yield result
+        finally:
+            result.close()
 
 
 def select_run_keys(store: Store, dsl_filter: str, params: Mapping[str, Any] | None = None,

@@ -6,18 +6,27 @@ to a run; other views (sources, batches, ...) and empty views are one unpartitio
 Columns Spark cannot read are converted: UUID, JSON, INTERVAL and TIME WITH TIME ZONE become
 strings, 128-bit integers DOUBLE, unsigned integers the next wider signed type (UBIGINT
 ``DECIMAL(20, 0)``). Reading back, ``day`` is an extra partition column.
+
+``DIR/recstore-export.json`` (the manifest) marks the folder as a recstore export and lists the
+view folders it wrote. An export goes only into a new or empty folder, or replaces an earlier
+export when asked (``overwrite``), and then deletes only the view folders that export's
+manifest lists; a user's folder is never deleted. Files and folders are owner-only.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
 from sqlglot import exp
 
+from recstore.errors import InputError
+from recstore.files import owner_only_umask, private_dir, private_open
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.query.views import Catalog, View, catalog_from_connection
 
@@ -25,6 +34,8 @@ if TYPE_CHECKING:
     from recstore.store import Store
 
 PARTITION_COLUMN = "day"
+MANIFEST = "recstore-export.json"
+MANIFEST_FORMAT = "recstore-export/1"
 _SPARK_CASTS = {"UUID": "VARCHAR", "JSON": "VARCHAR", "HUGEINT": "DOUBLE", "UHUGEINT": "DOUBLE",
                 "UBIGINT": "DECIMAL(20, 0)", "UINTEGER": "BIGINT", "USMALLINT": "INTEGER",
                 "UTINYINT": "SMALLINT", "INTERVAL": "VARCHAR", "TIME WITH TIME ZONE": "VARCHAR"}
@@ -39,28 +50,107 @@ class ExportSummary:
     partitioned: list[str] = field(default_factory=list)
 
 
-def export_views(store: Store, directory: str | Path,
-                 progress: Progress = NO_PROGRESS) -> ExportSummary:
-    """Write every public view of ``store`` under ``directory`` (replacing earlier exports of
-    those views) and return the row counts; ``progress`` follows the views written."""
+def export_views(store: Store, directory: str | Path, progress: Progress = NO_PROGRESS, *,
+                 overwrite: bool = False) -> ExportSummary:
+    """Write every public view of ``store`` under ``directory`` and return the row counts;
+    ``progress`` follows the views written.
+
+    ``directory`` must be new, empty, or (with ``overwrite``) an earlier export, whose listed
+    view folders are replaced.
+
+    Raises:
+        InputError: the folder holds something else, or an earlier export without ``overwrite``
+            (checked before anything is written or deleted).
+    """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     summary = ExportSummary(directory)
     with store.reader() as con:
         catalog = catalog_from_connection(con)
-        for done, view in enumerate(catalog.views.values(), start=1):
-            summary.rows[view.name] = _export_view(con, catalog, view, directory / view.name)
-            progress.update(done, len(catalog.views))
-            if _partitionable(catalog, view):
-                summary.partitioned.append(view.name)
+        views = list(catalog.views.values())
+        earlier = _claim(directory, [v.name for v in views], overwrite)
+        for name in earlier:
+            shutil.rmtree(directory / name)
+        _write_manifest(directory, summary, complete=False, views=[v.name for v in views])
+        with owner_only_umask():  # DuckDB's COPY creates the partition folders and files
+            for done, view in enumerate(views, start=1):
+                summary.rows[view.name] = _export_view(con, catalog, view, directory / view.name)
+                progress.update(done, len(views))
+                if _partitionable(catalog, view):
+                    summary.partitioned.append(view.name)
+        _write_manifest(directory, summary, complete=True, views=list(summary.rows))
     return summary
+
+
+def _claim(directory: Path, views: list[str], overwrite: bool) -> list[str]:
+    """Check that ``directory`` may receive an export (creating it when new); return the view
+    folders of an earlier export that are to be replaced."""
+    where = str(directory)
+    if (directory.exists() or directory.is_symlink()) and not directory.is_dir():
+        raise InputError("exists and is not a directory; export into a new or empty folder",
+                         source=where)
+    private_dir(directory)
+    entries = sorted(p.name for p in directory.iterdir())
+    if not entries:
+        return []
+    listed = _earlier_export(directory)
+    if listed is None:
+        raise InputError("folder is not empty and holds no recstore export; export into a new "
+                         "or empty folder (nothing was changed)", source=where)
+    if not overwrite:
+        raise InputError("holds an earlier recstore export; pass --overwrite to replace it",
+                         source=where)
+    earlier = [name for name in listed if name in entries]
+    for name in sorted(set(earlier) | set(views) & set(entries)):
+        path = directory / name
+        if name not in listed or path.is_symlink() or not path.is_dir():
+            raise InputError(f"{name!r} here was not written by recstore export (it is "
+                             f"{_kind(path)}); move it away first (nothing was changed)",
+                             source=where)
+    return earlier
+
+
+def _earlier_export(directory: Path) -> list[str] | None:
+    """The view folders an earlier export's manifest lists, or None when there is none."""
+    manifest = directory / MANIFEST
+    if manifest.is_symlink() or not manifest.is_file():
+        return None
+    try:
+        document = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(document, dict) or document.get("format") != MANIFEST_FORMAT:
+        return None
+    views = document.get("views")
+    if not isinstance(views, list) or not all(_plain_name(v) for v in views):
+        return None
+    return views
+
+
+def _plain_name(name: object) -> bool:
+    return isinstance(name, str) and name not in ("", ".", "..", MANIFEST) and "/" not in name \
+        and "\\" not in name
+
+
+def _kind(path: Path) -> str:
+    if path.is_symlink():
+        return "a symbolic link"
+    return "a folder" if path.is_dir() else "a file"
+
+
+def _write_manifest(directory: Path, summary: ExportSummary, *, complete: bool,
+                    views: list[str]) -> None:
+    """The manifest is written first (incomplete: the folder is claimed, and a crashed export
+    can be replaced with --overwrite) and again at the end with the row counts."""
+    document = {"format": MANIFEST_FORMAT, "complete": complete, "views": views,
+                "rows": summary.rows, "partitioned": summary.partitioned,
+                "written_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    with private_open(directory / MANIFEST, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(document, indent=2) + "\n")
 
 
 def _export_view(con: duckdb.DuckDBPyConnection, catalog: Catalog, view: View,
                  target: Path) -> int:
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
+    private_dir(target)
     select = spark_safe_select(view)
     count = con.execute(f"SELECT count(*) FROM {view.name}").fetchone()[0]  # type: ignore[index]
     options = "FORMAT parquet, COMPRESSION zstd"

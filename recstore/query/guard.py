@@ -9,8 +9,10 @@ the network.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+from collections.abc import Iterator
 
 import duckdb
 import sqlglot
@@ -99,16 +101,51 @@ def check_functions(tree: exp.Expression) -> None:
 
 
 def check_tables(tree: exp.Expression, catalog: Catalog) -> None:
-    """Every table is a public view or a CTE of the query; no table functions, files or schemas."""
-    cte_names = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    """Every table is a public view or a CTE in scope; no table functions, files or schemas."""
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
             raise QueryRefused(f"table function {table.this.sql('duckdb')[:60]} is not allowed")
         if table.args.get("db") or table.args.get("catalog"):
             raise QueryRefused(f"{table.sql('duckdb')} is not a public view (see `recstore schema`)")
-        name = table.name.lower()
-        if name not in cte_names and catalog.get(name) is None:
+    for table in view_references(tree):
+        if catalog.get(table.name.lower()) is None:
             raise QueryRefused(f"unknown view {table.name!r}; views: {', '.join(catalog.names())}")
+
+
+def view_references(tree: exp.Expression) -> list[exp.Table]:
+    """The tables of ``tree`` that name a stored table or view rather than a CTE in scope."""
+    return [table for table in tree.find_all(exp.Table) if not _names_cte_in_scope(table)]
+
+
+def _names_cte_in_scope(table: exp.Table) -> bool:
+    """Whether ``table`` resolves to a CTE, by the scoping DuckDB applies (checked against it in
+    tests/test_query_guard.py): the CTEs of a WITH are visible in its query and in the CTEs after
+    them, never before; a CTE's own body sees the CTE only in the recursive term (the right side
+    of the top UNION) of a WITH RECURSIVE. Anywhere else the name reads the stored table of that
+    name, so ``WITH meta AS (SELECT * FROM meta) ...`` must not pass as a CTE reference."""
+    name = table.name.lower()
+    path: list[exp.Expression] = [table]  # from the table up to the child of ``node``
+    node = table.parent
+    while node is not None:
+        with_ = node.args.get("with_")
+        if isinstance(with_, exp.With):
+            ctes = list(with_.expressions)
+            # the CTE whose body holds the table, when the path comes up through this WITH
+            own = path[-2] if path[-1] is with_ else None
+            before = next((i for i, cte in enumerate(ctes) if cte is own), len(ctes))
+            if any(cte.alias_or_name.lower() == name for cte in ctes[:before]):
+                return True
+            if (isinstance(own, exp.CTE) and own.alias_or_name.lower() == name
+                    and with_.args.get("recursive") and _in_recursive_term(own, path)):
+                return True
+        path.append(node)
+        node = node.parent
+    return False
+
+
+def _in_recursive_term(cte: exp.CTE, path: list[exp.Expression]) -> bool:
+    body = cte.this
+    return isinstance(body, exp.Union) and any(n is body.expression for n in path)
 
 
 def check_columns(tree: exp.Query, catalog: Catalog) -> None:
@@ -140,6 +177,18 @@ def guard_sql(sql: str, catalog: Catalog) -> exp.Query:
     check_tables(tree, catalog)
     check_columns(tree, catalog)
     return tree
+
+
+@contextlib.contextmanager
+def refuse_deep_nesting() -> Iterator[None]:
+    """Turn a ``RecursionError`` into one clear error. sqlglot's parser, the DSL parser and every
+    tree walk recurse once per level of nesting (about 20 frames per parenthesis when parsing),
+    so a few dozen levels of parentheses or subqueries exhaust Python's recursion limit."""
+    try:
+        yield
+    except RecursionError:
+        raise InputError("query too deeply nested (parentheses, subqueries or conditions); "
+                         "flatten it, for example with CTEs") from None
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recstore.errors import InputError
+from recstore.files import private_open
 from recstore.formats.jsontext import loads_json
 from recstore.jsonout import dumps_compact
 
@@ -38,6 +39,13 @@ class ResultStream:
     types: list[str]
     batches: Iterator[pa.RecordBatch]
     schema: pa.Schema | None = None
+    truncated: bool = False  # rows were cut at a row cap (recstore.query.limits)
+
+    def close(self) -> None:
+        """Stop reading: end the statement's limits watch, if any (rows left are dropped)."""
+        close = getattr(self.batches, "close", None)
+        if close is not None:
+            close()
 
     def rows(self) -> Iterator[tuple]:
         """Rows as tuples of Python values, one batch in memory at a time."""
@@ -100,7 +108,7 @@ def write_result(result: ResultStream, fmt: str = "table", output: str | Path | 
             raise InputError("parquet output needs --output FILE", source="--format")
         return _write_parquet(result, Path(output))
     if output is not None:
-        with open(output, "w", encoding="utf-8", newline="") as fh:
+        with private_open(output, "w", encoding="utf-8", newline="") as fh:
             if fmt == "table":
                 return _write_table(result, fh, False, vertical)
             return _WRITERS[fmt](result, fh, False)
@@ -188,17 +196,22 @@ def _cell(value: Any) -> str:
 
 
 def _write_parquet(result: ResultStream, path: Path) -> int:
+    with private_open(path, "wb") as sink:
+        return _write_parquet_to(result, sink)
+
+
+def _write_parquet_to(result: ResultStream, sink: IO[bytes]) -> int:
     writer: pq.ParquetWriter | None = None
     count = 0
     try:
         for batch in result.batches:
             if writer is None:
-                writer = pq.ParquetWriter(path, batch.schema, compression="zstd")
+                writer = pq.ParquetWriter(sink, batch.schema, compression="zstd")
             writer.write_batch(batch)
             count += batch.num_rows
         if writer is None:  # no rows: still write a file with the columns
             schema = result.schema or pa.schema([(c, pa.string()) for c in result.columns])
-            writer = pq.ParquetWriter(path, schema, compression="zstd")
+            writer = pq.ParquetWriter(sink, schema, compression="zstd")
     finally:
         if writer is not None:
             writer.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import os
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -24,6 +25,7 @@ from itertools import islice
 import duckdb
 
 from recstore.errors import RecstoreError
+from recstore.process import exit_with_parent
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.replay.harness import Harness, ProviderSpec, harness_from_source, load_harness
 from recstore.replay.lineage import ReplayWriter, prepare_replay
@@ -47,9 +49,11 @@ class ReplayJob:
     mode: str = "strict"
     input_mode: str = "recorded"
     provider: ProviderSpec | None = None  # overrides the harness's provider settings
+    allow_outside: bool = False  # the harness may read files outside its folder
 
     def candidate_for(self, source: dict) -> Harness:
-        harness = _cached_harness(self.harness_path) if self.harness_path else harness_from_source(source)
+        harness = (_cached_harness(self.harness_path, self.allow_outside) if self.harness_path
+                   else harness_from_source(source))
         if self.provider is not None:
             # The descriptor hash stays the file's: aioc's hash covers the descriptor, not models.
             harness = harness.model_copy(update={"provider": self.provider})
@@ -57,8 +61,8 @@ class ReplayJob:
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_harness(path: str) -> Harness:
-    return load_harness(path)
+def _cached_harness(path: str, allow_outside: bool) -> Harness:
+    return load_harness(path, allow_outside=allow_outside)
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,8 @@ def _pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
         yield None
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method),
+                             initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
         pool.submit(int)  # a fork pool starts all its workers at the first submit: now
         yield pool
 

@@ -10,8 +10,11 @@ Every way the command can end is kept as a stored replay with a status, never lo
 
 * exit 0 with a valid replay → the replay record, verdict from comparing it with the source;
 * non-zero exit → a ``failed`` replay record whose error carries the stderr tail;
-* timeout → a ``failed`` replay record, ``timed out after Ns``;
-* garbage on stdout → a ``failed`` replay record naming what was wrong with the output.
+* timeout → a ``failed`` replay record, ``timed out after Ns`` (the command's whole process
+  group is killed);
+* garbage on stdout (not UTF-8, not a replay, the source's own ``runId``) or a command that
+  cannot run (not found, not executable, no ``#!`` line) → a ``failed`` replay record naming
+  what was wrong.
 
 Example:
     >>> request = build_request(source, mode="strict", matching="agentuse")   # doctest: +SKIP
@@ -24,7 +27,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import time
 import uuid
 from collections.abc import Sequence
@@ -37,6 +39,7 @@ from recstore.errors import InputError
 from recstore.formats.agentuse import assemble_run, scan_tree, to_run_record
 from recstore.formats.aioc import validate_run_record
 from recstore.jsonout import dumps
+from recstore.process import CommandError, Finished, run_command, utf8_output
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.records import compare_records
 from recstore.replay.agentuse_match import (
@@ -230,7 +233,7 @@ def parse_replayer_output(stdout: str, name: str) -> tuple[dict, str | None]:
         raise InputError("the replayer printed nothing on stdout", source=where)
     if not text.startswith(("{", "[")):
         lines = text.splitlines()
-        if len(lines) == 1 and Path(lines[0]).is_dir():
+        if len(lines) == 1 and _is_dir(lines[0]):
             return _session_record(lines[0], where), lines[0]
         raise InputError(f"not JSON and not a session directory: {_short(text)!r}", source=where)
     try:
@@ -248,8 +251,17 @@ def parse_replayer_output(stdout: str, name: str) -> tuple[dict, str | None]:
     return value, None
 
 
+def _is_dir(text: str) -> bool:
+    """Whether ``text`` names a directory (False for what cannot be a path: a line too long for
+    the file system, or one holding a NUL)."""
+    try:
+        return Path(text).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def _session_record(path: str, where: str) -> dict:
-    if not Path(path).is_dir():
+    if not _is_dir(path):
         raise InputError(f"agentuse session {path} does not exist", source=where)
     scan = scan_tree(path)
     if not scan.trees:
@@ -273,7 +285,11 @@ def replay_external(
     timeout: float | None = None,
     cwd: str | None = None,
 ) -> ExternalOutcome:
-    """Run the replayer on ``request`` and turn whatever happens into a stored-replay outcome."""
+    """Run the replayer on ``request`` and turn whatever happens into a stored-replay outcome.
+
+    The command runs in its own process group, killed as a whole at the timeout (see
+    :mod:`recstore.process`). A replay that keeps the source's ``runId`` is refused: stored,
+    it would become a new revision of the source run itself."""
     argv = split_command(command)
     limit = timeout if timeout is not None else float(request.get("timeoutSeconds") or 300)
     started = _iso_now()
@@ -281,33 +297,12 @@ def replay_external(
     exit_code: int | None = None
     stderr = ""
     record: dict | None = None
-    failure: str | None = None
     try:
-        done = subprocess.run(
-            argv,
-            input=dumps(request, indent=None, ascii_only=True),  # a pipe of unknown encoding
-            capture_output=True,
-            text=True,
-            timeout=limit,
-            cwd=cwd,
-            check=False,
-        )
-        exit_code, stderr = done.returncode, done.stderr
-        if done.returncode != 0:
-            tail = _tail(stderr) or "no stderr output"
-            failure = f"replayer exited with status {done.returncode}: {tail}"
-        else:
-            record, _session = parse_replayer_output(done.stdout, argv[0])
-    except FileNotFoundError:
-        failure = f"replayer command {argv[0]!r} not found"
-    except subprocess.TimeoutExpired as exc:
-        stderr = (
-            exc.stderr.decode("utf-8", "replace")
-            if isinstance(exc.stderr, bytes)
-            else (exc.stderr or "")
-        )
-        failure = f"replayer timed out after {limit:g}s"
-    except InputError as exc:
+        done = run_command(argv, dumps(request, indent=None, ascii_only=True).encode("ascii"),
+                           limit, role="replayer", cwd=cwd)  # ASCII: a pipe of unknown encoding
+        exit_code, stderr = done.returncode, done.stderr.decode("utf-8", "replace")
+        record, failure = _replay_of(done, source, argv[0], limit)
+    except (CommandError, InputError) as exc:
         failure = str(exc)
     seconds = time.monotonic() - t0
     provider = f"external:{argv[0]}"
@@ -323,6 +318,22 @@ def replay_external(
         {"name": "ExternalReplayerError", "message": failure, "code": None} if failure else None
     )
     return ExternalOutcome(record, report, exit_code, _tail(stderr), seconds, provider)
+
+
+def _replay_of(done: Finished, source: dict, name: str, limit: float
+               ) -> tuple[dict | None, str | None]:
+    """(the replay record, None) from a finished replayer, or (None, why there is none)."""
+    if done.timed_out:
+        return None, f"replayer timed out after {limit:g}s"
+    if done.returncode != 0:
+        tail = _tail(done.stderr.decode("utf-8", "replace")) or "no stderr output"
+        return None, f"replayer exited with status {done.returncode}: {tail}"
+    record, _session = parse_replayer_output(
+        utf8_output(done.stdout, f"replayer {name!r} output"), name)
+    if record.get("runId") == source.get("runId"):
+        return None, (f"replayer {name!r} output has the source's own runId "
+                      f"{source.get('runId')!r}; a replay needs a runId of its own")
+    return record, None
 
 
 def _iso_now() -> str:
@@ -416,6 +427,7 @@ def replay_stored_external(
     from recstore.replay.agentuse_match import source_recordings
     from recstore.replay.batch import ReplayResult
     from recstore.replay.lineage import load_sources, store_replays
+    from recstore.store import run_key_for
 
     argv = split_command(command)
     results = []
@@ -438,9 +450,10 @@ def replay_stored_external(
         outcome = replay_external(source.record, argv, request, timeout=timeout)
         key = None
         if save:
-            (key,) = store_replays(
-                store, [(source, outcome.record, outcome.report, outcome.provider)]
-            )
+            store_replays(store, [(source, outcome.record, outcome.report, outcome.provider)])
+            # the replay's own key, also when an identical replay was stored before (a
+            # deterministic replayer run twice appends nothing the second time)
+            key = run_key_for("aioc", outcome.record["runId"])
         results.append(ReplayResult(source.run_key, key, outcome.report))
         progress.update(len(results), len(run_keys))
     return results

@@ -161,6 +161,13 @@ class PolicySpec(_Model):
     rules: list[PolicyRule] = []
 
 
+#: The environment variables a harness file may name as ``provider.api_key_env``: names that say
+#: they hold an API key. The openai provider sends that variable's value to ``base_url``, so a
+#: harness must not be able to name any other variable (``AWS_SECRET_ACCESS_KEY``, ``HOME``);
+#: ``replay --api-key-env`` on the command line may name any variable.
+HARNESS_API_KEY_ENV = re.compile(r"[A-Z][A-Z0-9_]*_API_KEY")
+
+
 class ProviderSpec(_Model):
     kind: Literal["recorded", "scripted", "openai"] = "recorded"
     script: str | list | None = None  # scripted: a JSON file (relative to the harness) or turns
@@ -210,6 +217,12 @@ class Harness(_Model):
             for guardrail in spec.output_guardrails:
                 if guardrail not in self.guardrails:
                     raise ValueError(f"agents.{agent_id}.output_guardrails: unknown guardrail {guardrail!r}")
+        env = self.provider.api_key_env
+        if env is not None and env != "" and not HARNESS_API_KEY_ENV.fullmatch(env):
+            raise ValueError(
+                f"provider.api_key_env: {env!r} does not name an API key variable (NAME_API_KEY); "
+                "its value would be sent to provider.base_url. Name the key's variable, or pass "
+                "--api-key-env on the command line")
         return self
 
     @property
@@ -278,7 +291,20 @@ def _read_document(path: Path) -> dict:
     return data
 
 
-def _materialize(data: dict, base: Path, source: str) -> dict:
+def harness_file(base: Path, name: str, allow_outside: bool, *, source: str, where: str) -> Path:
+    """``base / name`` for a file a harness names, refused when it lies outside ``base`` (the
+    harness's folder; symbolic links resolved) unless ``allow_outside``: the file's text goes
+    into the stored replay record, so a harness must not read ``../../../../etc/passwd``."""
+    path = base / name
+    if allow_outside or path.resolve().is_relative_to(base.resolve()):
+        return path
+    raise InputError(
+        f"{name!r} is outside the harness's folder {base.resolve()}; a harness reads only files "
+        "beside it (to allow it: replay --allow-outside, or allow_outside = true under a sweep "
+        "spec's [candidate])", source=source, path=where)
+
+
+def _materialize(data: dict, base: Path, source: str, allow_outside: bool) -> dict:
     """Replace each agent's ``instructions_file`` by ``instructions`` (the file's text)."""
     agents = data.get("agents")
     if not isinstance(agents, dict):
@@ -291,8 +317,10 @@ def _materialize(data: dict, base: Path, source: str) -> dict:
             name = spec.pop("instructions_file")
             if "instructions" in spec:
                 raise InputError("give instructions or instructions_file, not both", source=source, path=f"agents.{agent_id}")
+            path = harness_file(base, str(name), allow_outside, source=source,
+                                where=f"agents.{agent_id}.instructions_file")
             try:
-                spec["instructions"] = (base / str(name)).read_text(encoding="utf-8")
+                spec["instructions"] = path.read_text(encoding="utf-8")
             except OSError as exc:
                 raise InputError(f"cannot read instructions_file {name!r}: {exc.strerror}", source=source, path=f"agents.{agent_id}") from None
         out["agents"][agent_id] = spec
@@ -306,9 +334,12 @@ def _validation_message(exc: ValidationError) -> tuple[str, str | None]:
     return message, where
 
 
-def parse_harness(data: dict, *, source: str = "harness", base: Path | None = None) -> Harness:
-    """Validate a harness document (a dict as read from TOML/YAML)."""
-    materialized = _materialize(data, base or Path("."), source)
+def parse_harness(data: dict, *, source: str = "harness", base: Path | None = None,
+                  allow_outside: bool = False) -> Harness:
+    """Validate a harness document (a dict as read from TOML/YAML). Files it names
+    (``instructions_file``, ``provider.script``) must lie in ``base`` (default: the current
+    folder) unless ``allow_outside``."""
+    materialized = _materialize(data, base or Path("."), source, allow_outside)
     try:
         harness = Harness.model_validate(materialized)
     except ValidationError as exc:
@@ -316,15 +347,23 @@ def parse_harness(data: dict, *, source: str = "harness", base: Path | None = No
         raise InputError(message, source=source, path=where) from None
     harness._document = materialized
     if harness.provider.kind == "scripted" and isinstance(harness.provider.script, str) and base is not None:
-        script = (base / harness.provider.script).resolve()
+        script = harness_file(base, harness.provider.script, allow_outside, source=source,
+                              where="provider.script").resolve()
         harness = harness.model_copy(update={"provider": harness.provider.model_copy(update={"script": str(script)})})
     return harness
 
 
-def load_harness(path: str | Path) -> Harness:
-    """Read, materialize and validate a harness file; errors name the file and the field."""
+def load_harness(path: str | Path, *, allow_outside: bool = False) -> Harness:
+    """Read, materialize and validate a harness file; errors name the file and the field.
+
+    A harness file is trusted like code: it may name Python functions to import and run
+    (``tools.*.implementation``) and a ``base_url`` that receives its API key variable. What it
+    may not do by accident is read files outside its own folder (unless ``allow_outside``) or
+    send an environment variable that is not an API key (``provider.api_key_env`` must be
+    ``NAME_API_KEY``)."""
     path = Path(path)
-    return parse_harness(_read_document(path), source=str(path), base=path.parent)
+    return parse_harness(_read_document(path), source=str(path), base=path.parent,
+                         allow_outside=allow_outside)
 
 
 # --- building runtime objects -----------------------------------------------------------------

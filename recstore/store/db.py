@@ -3,7 +3,9 @@
 DuckDB lets one process open a file read-write, or many open it read-only, never both
 (tech-notes §2.2). A second opener gets ``IOException: Could not set lock on file ...
 Conflicting lock is held in <exe> (PID n)``; :func:`connect` retries with backoff until the
-lock timeout and then raises :class:`StoreLockedError` naming that PID.
+lock timeout and then raises :class:`StoreLockedError` naming that process and its command line.
+A timeout of 0 fails at once (the CLI's default for commands that only read: a query says the
+store is busy instead of waiting behind an ingest); ``inf`` waits as long as it takes (sweeps).
 
 Schema files ``schema/NNN_name.sql`` (from every layer) are applied in number order; the ones
 applied are listed in ``schema_migrations`` and the highest number is ``meta.schema_version``.
@@ -14,15 +16,14 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
 import duckdb
 
-from recstore.errors import RecstoreError, StoreLockedError
+from recstore.errors import InputError, RecstoreError, StoreLockedError
 from recstore.resources import resource_dir
 
 T = TypeVar("T")
@@ -31,8 +32,9 @@ __all__ = [
     "check_version",
     "connect",
     "connect_attached",
+    "lock_holder",
+    "lock_timeout_from_env",
     "ensure_schema",
-    "owner_only_files",
     "apply_schema_files",
     "pending_schema_files",
     "refresh_views",
@@ -42,6 +44,9 @@ __all__ = [
 
 _SCHEMA_FILE = re.compile(r"(\d{3})_[\w-]+\.sql\Z")
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+#: How long to wait for another process's lock when the caller gives no time (env overrides).
+LOCK_TIMEOUT_ENV = "RECSTORE_LOCK_TIMEOUT"
+DEFAULT_LOCK_TIMEOUT = 30.0
 
 
 def schema_files() -> list[tuple[int, str, Path]]:
@@ -54,61 +59,89 @@ def schema_files() -> list[tuple[int, str, Path]]:
     return sorted(found)
 
 
-@contextmanager
-def owner_only_files() -> Iterator[None]:
-    """Create files (the store and its .wal) readable by the owner only while inside.
-
-    The umask is process-wide; it is narrowed only for the duration of a writer session."""
-    previous = os.umask(0o077)
-    try:
-        yield
-    finally:
-        os.umask(previous)
-
-
 def _is_lock_error(exc: duckdb.Error) -> bool:
     text = str(exc)
     return "Could not set lock" in text or "Conflicting lock" in text
 
 
-def _retry_while_locked(path: Path, lock_timeout: float, open_once: Callable[[], T]) -> T:
+def _retry_while_locked(path: Path, lock_timeout: float, open_once: Callable[[], T],
+                        on_wait: Callable[[str], None] | None = None) -> T:
     """``open_once()``, retried with backoff while another process holds the lock, for up to
-    ``lock_timeout`` seconds; then, or at once on any other IO error, a one-line store error."""
+    ``lock_timeout`` seconds (``inf``: as long as it takes); then, or at once on any other IO
+    error, a one-line store error. ``on_wait`` hears once that the open is waiting, and for whom.
+    """
     deadline = time.monotonic() + max(lock_timeout, 0.0)
     delay = 0.02
+    told = False
     while True:
         try:
             return open_once()
         except duckdb.IOException as exc:
             if not _is_lock_error(exc) or time.monotonic() + delay > deadline:
                 raise _open_error(path, exc, lock_timeout) from None
+            if on_wait is not None and not told:
+                on_wait(f"{path}: waiting for the store, which {lock_holder(exc)} has open")
+                told = True
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
 
 
-def connect(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:
+def connect(path: Path, *, read_only: bool, lock_timeout: float,
+            on_wait: Callable[[str], None] | None = None) -> duckdb.DuckDBPyConnection:
     """Open ``path``, waiting up to ``lock_timeout`` seconds for another process's lock."""
     con = _retry_while_locked(
-        path, lock_timeout, lambda: duckdb.connect(str(path), read_only=read_only)
+        path, lock_timeout, lambda: duckdb.connect(str(path), read_only=read_only), on_wait
     )
     # DuckDB draws its own progress bar on long statements; recstore's output stays its own
     con.execute("SET enable_progress_bar = false")
     return con
 
 
+def lock_holder(exc: duckdb.Error) -> str:
+    """Who holds the lock DuckDB reports in ``exc``: ``process N (its command line)``."""
+    holder = _LOCK_HOLDER.search(str(exc))
+    if not holder:
+        return "another process"
+    pid, exe = holder.group(2), holder.group(1)
+    try:  # Linux: the holder's command line says more than its executable
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        command = " ".join(a.decode("utf-8", "replace") for a in argv if a)
+    except OSError:
+        command = ""
+    command = command or exe
+    return f"process {pid} ({command if len(command) <= 100 else command[:99] + '…'})"
+
+
 def _open_error(path: Path, exc: duckdb.Error, lock_timeout: float) -> RecstoreError:
     if not _is_lock_error(exc):
         return RecstoreError(f"{path}: cannot open the store: {exc}")
-    holder = _LOCK_HOLDER.search(str(exc))
-    who = f"process {holder.group(2)} ({holder.group(1)})" if holder else "another process"
-    return StoreLockedError(
-        f"{path}: the store is locked by {who}; waited {lock_timeout:g}s "
-        "(retry later or raise --lock-timeout)"
-    )
+    busy = f"{path}: the store is busy: {lock_holder(exc)} has it open"
+    if lock_timeout <= 0:
+        return StoreLockedError(f"{busy}; retry when it is done, or wait for it with "
+                                f"--lock-timeout SECONDS (env {LOCK_TIMEOUT_ENV})")
+    return StoreLockedError(f"{busy}; waited {lock_timeout:g}s (retry later, or raise "
+                            f"--lock-timeout / env {LOCK_TIMEOUT_ENV})")
+
+
+def lock_timeout_from_env(default: float = DEFAULT_LOCK_TIMEOUT) -> float:
+    """Seconds from env ``RECSTORE_LOCK_TIMEOUT`` (a number, or ``inf`` for no limit), else
+    ``default``."""
+    text = os.environ.get(LOCK_TIMEOUT_ENV, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also NaN
+        raise InputError(f"expected seconds (a number >= 0, or inf), got {text!r}",
+                         source=LOCK_TIMEOUT_ENV)
+    return value
 
 
 def connect_attached(
-    path: Path, alias: str, *, lock_timeout: float
+    path: Path, alias: str, *, lock_timeout: float,
+    on_wait: Callable[[str], None] | None = None
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory database (writable, catalog ``memory``) with the store attached read-only
     as ``alias`` and selected with USE, so unqualified names read the store."""
@@ -121,7 +154,7 @@ def connect_attached(
         return con
 
     try:
-        return _retry_while_locked(path, lock_timeout, attach)
+        return _retry_while_locked(path, lock_timeout, attach, on_wait)
     except BaseException:
         con.close()
         raise

@@ -15,13 +15,13 @@ files is the JSON-lines form collectors read), owner-only.
 from __future__ import annotations
 
 import gzip
-import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recstore.files import private_dir, write_private_text
 from recstore.formats.otlp import OtlpError, Span, Trace, iter_spans, to_otlp, to_run_record
 from recstore.formats.reader import RawInput, SourceFile
 from recstore.jsonout import dumps_compact
@@ -171,20 +171,13 @@ def export_otlp(
         ).fetchall():
             parents.setdefault(child, []).append((parent, relation))
     out = OtlpExport(Path(directory), content)
-    out.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(out.directory)
     for run in store.load_runs(run_keys):
         request = to_otlp(run.record, run.run_key, content=content,
                           links=parents.get(run.run_key, ()), version=__version__)
         trace_id = request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
         path = out.directory / _file_name(run.run_key, trace_id)
-        _write_private(path, dumps_compact(request) + "\n")
+        write_private_text(path, dumps_compact(request) + "\n")
         out.files[run.run_key] = path
     return out
 
-
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` readable by the owner only (also when it already exists)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)

@@ -24,6 +24,7 @@ from recstore.formats.aioc import validate_run_record
 from recstore.formats.events import record_to_events
 from recstore.formats.jsontext import dumps_json
 from recstore.formats.reader import RawInput, parse_input
+from recstore.process import exit_with_parent
 from recstore.store.chain import line_digest
 from recstore.store.projection import Projection, RunContext, project_record
 
@@ -134,18 +135,6 @@ def _prepare_chunk(raws: list[RawInput], fmt: str) -> list[Prepared | Refused]:
     return [prepare(raw, fmt) for raw in raws]
 
 
-def _worker_init() -> None:
-    """Worker processes end with the ingest that started them, even if it is killed."""
-    try:
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the pool still ends when its pipes close
-        pass
-
-
 class Preparer:
     """Runs :func:`prepare` over inputs, in ``workers`` processes (0: in this process)."""
 
@@ -175,7 +164,7 @@ class Preparer:
 
             self._pool = ProcessPoolExecutor(
                 self.workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_worker_init,
+                initializer=exit_with_parent, initargs=(os.getpid(),),
             )
         pending: deque[Future] = deque()
         chunk: list[RawInput] = []

@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +25,7 @@ import duckdb
 import pyarrow as pa
 
 from recstore.errors import InputError, NotFoundError
+from recstore.files import owner_only_umask
 from recstore.formats.events import Event, events_to_record
 from recstore.formats.jsontext import dumps_json, loads_json
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES, RawInput, iter_sources
@@ -122,20 +123,30 @@ class _RecordsSource:
 
 class Store:
     """A recstore DuckDB file. ``path`` defaults to env ``RECSTORE_DB``, else
-    ``./recstore.duckdb``; a writer waits up to ``lock_timeout`` seconds for the lock."""
+    ``./recstore.duckdb``.
 
-    def __init__(self, path: str | os.PathLike | None = None, *, lock_timeout: float = 30.0):
+    DuckDB lets one process write the file or several read it, never both. Opening a connection
+    while another process holds the file waits up to ``lock_timeout`` seconds (default: env
+    ``RECSTORE_LOCK_TIMEOUT``, else 30; 0 fails at once, ``math.inf`` waits as long as it
+    takes), then raises :class:`~recstore.errors.StoreLockedError` naming that process.
+    ``on_lock_wait(message)`` is told once per open that has to wait.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, *,
+                 lock_timeout: float | None = None,
+                 on_lock_wait: Callable[[str], None] | None = None):
         self.path = Path(path or os.environ.get("RECSTORE_DB") or DEFAULT_DB)
-        self.lock_timeout = lock_timeout
+        self.lock_timeout = db.lock_timeout_from_env() if lock_timeout is None else lock_timeout
+        self.on_lock_wait = on_lock_wait
 
     # -- connections --------------------------------------------------------------------------
 
     @contextmanager
     def writer(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-write connection with the schema up to date (creates the file 0600)."""
-        with db.owner_only_files():
+        with owner_only_umask():
             created = not self.path.exists()
-            con = db.connect(self.path, read_only=False, lock_timeout=self.lock_timeout)
+            con = self._connect(read_only=False)
             try:
                 if created:
                     os.chmod(self.path, 0o600)
@@ -152,17 +163,21 @@ class Store:
         """A read-only connection. Upgrades an older store first (briefly as a writer)."""
         if not self.path.exists():
             raise NotFoundError(f"{self.path}: no store here yet (run `recstore ingest` first)")
-        con = db.connect(self.path, read_only=True, lock_timeout=self.lock_timeout)
+        con = self._connect(read_only=True)
         try:
             db.check_version(self.path, db.stored_version(con))
             if db.pending_schema_files(con) or migrate.upgrade_pending(con):
                 con.close()
                 with self.writer():
                     pass
-                con = db.connect(self.path, read_only=True, lock_timeout=self.lock_timeout)
+                con = self._connect(read_only=True)
             yield con
         finally:
             con.close()
+
+    def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        return db.connect(self.path, read_only=read_only, lock_timeout=self.lock_timeout,
+                          on_wait=self.on_lock_wait)
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -379,7 +394,8 @@ class Store:
         report = VerifyReport()
         with self.reader():  # upgrades an older store before it is attached read-only
             pass
-        con = db.connect_attached(self.path, _STORE_CATALOG, lock_timeout=self.lock_timeout)
+        con = db.connect_attached(self.path, _STORE_CATALOG, lock_timeout=self.lock_timeout,
+                                  on_wait=self.on_lock_wait)
         try:
             report.streams, report.events = con.execute(
                 "SELECT count(DISTINCT stream_key), count(*) FROM events"

@@ -46,7 +46,8 @@ class PreparedCandidate:
         if spec.candidate.harness:
             from recstore.replay.harness import load_harness
 
-            self.harness = load_harness(spec.candidate.harness)
+            self.harness = load_harness(spec.candidate.harness,
+                                        allow_outside=spec.candidate.allow_outside)
         if spec.replay.matching != "aioc" and not spec.candidate.command:
             raise InputError("matching = 'agentuse' needs an external replayer (candidate.command); "
                              "harness replays use aioc's rules", path="replay.matching")
@@ -101,10 +102,6 @@ class PreparedCandidate:
                                 mode=spec.replay.mode, input_mode=spec.replay.input_mode,
                                 matching=spec.replay.matching, timeout=spec.candidate.timeout)
         outcome = replay_external(source, spec.candidate.command or [], request)
-        if outcome.record.get("runId") == source.get("runId"):
-            # Stored, it would become a new revision of the source run itself.
-            return CaseReplay(None, outcome.report, "the external replayer returned the source's "
-                              "runId; a replay needs a runId of its own", outcome.provider)
         return CaseReplay(outcome.record, outcome.report, _stop_reason(outcome.report),
                           outcome.provider)
 

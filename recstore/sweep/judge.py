@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from recstore.jsonout import dumps
+from recstore.process import CommandError, run_command, utf8_output
 from recstore.sweep.spec import JudgeSpec
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
@@ -63,25 +63,20 @@ def parse_verdict(text: str) -> dict:
 
 
 def run_judge(judge: JudgeSpec, case: dict) -> dict:
-    """Run the judge command on one case and return its validated verdict."""
+    """Run the judge command on one case (in its own process group, like a replayer) and return
+    its validated verdict."""
     name = judge.command[0]
     try:
-        done = subprocess.run(
-            judge.command,
-            input=dumps(case, indent=None, ascii_only=True),  # a pipe of unknown encoding
-            capture_output=True,
-            text=True,
-            timeout=judge.timeout,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise JudgeError(f"judge command {name!r} not found") from None
-    except subprocess.TimeoutExpired:
-        raise JudgeError(f"judge command {name!r} timed out after {judge.timeout:g}s") from None
+        done = run_command(judge.command, dumps(case, indent=None, ascii_only=True).encode("ascii"),
+                           judge.timeout, role="judge")  # ASCII: a pipe of unknown encoding
+    except CommandError as exc:
+        raise JudgeError(str(exc)) from None
+    if done.timed_out:
+        raise JudgeError(f"judge command {name!r} timed out after {judge.timeout:g}s")
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        last = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1]
         raise JudgeError(f"judge command {name!r} exited with {done.returncode}: {last}")
     try:
-        return parse_verdict(done.stdout)
-    except JudgeError as exc:
+        return parse_verdict(utf8_output(done.stdout, "output"))
+    except (CommandError, JudgeError) as exc:
         raise JudgeError(f"judge command {name!r}: {exc}") from None

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from recstore.errors import NotFoundError
+from recstore.files import private_dir, write_private_text
 from recstore.jsonout import dumps, utc_timestamp, write_json
 from recstore.sweep.runner import run_label
 from recstore.sweep.spec import CompareSpec
@@ -189,13 +190,12 @@ def write_report(store: Any, run_id: int, out_dir: str | Path) -> tuple[Path, Pa
     """Write ``sweep-<name>-<N>.json`` and ``.html`` (run N of the sweep) into ``out_dir``;
     returns both paths."""
     report = sweep_report(store, run_id)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = private_dir(out_dir)
     stem = f"sweep-{report['run']['sweep_name']}-{report['run']['run_number']}"
     json_path = out / f"{stem}.json"
     html_path = out / f"{stem}.html"
     write_json(json_path, report)
-    html_path.write_text(render_html(report), encoding="utf-8", errors="backslashreplace")
+    write_private_text(html_path, render_html(report), errors="backslashreplace")
     return json_path, html_path
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from recstore.canonical import canonical_json
 from recstore.errors import EmptySelectionError, InputError, NotFoundError, RecstoreError
+from recstore.process import exit_with_parent
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.store import Store
 from recstore.store.tables import insert_rows
@@ -348,7 +349,8 @@ def _stored_replays(con: Any, run_id: int) -> dict[int, tuple[str, dict]]:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(spec: SweepSpec) -> None:
+def _init_worker(spec: SweepSpec, parent_pid: int) -> None:
+    exit_with_parent(parent_pid)  # a killed sweep must not leave workers replaying
     _WORKER["spec"] = spec
     _WORKER["candidate"] = prepare_candidate(spec)
 
@@ -371,7 +373,7 @@ def _execute(spec: SweepSpec, candidate: Any, cases: Iterator[CaseInput], count:
     # spawn, not fork: this process has used DuckDB, whose threads must not be forked.
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(spec.workers, mp_context=context, initializer=_init_worker,
-                             initargs=(spec,)) as pool:
+                             initargs=(spec, os.getpid())) as pool:
         in_flight: set[Future] = set()
         for case in cases:
             in_flight.add(pool.submit(_compute_in_worker, case))

@@ -83,6 +83,7 @@ class CandidateSpec(_Strict):
     tools: dict[str, dict] = Field(default_factory=dict)
     timeout: Annotated[float, Field(gt=0)] = 300.0
     label: str | None = None
+    allow_outside: bool = False  # the harness may read files outside its folder
 
     @field_validator("command", mode="before")
     @classmethod

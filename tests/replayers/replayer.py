@@ -7,6 +7,7 @@ as its first argument says.
     exit      write to stderr and exit 3
     sleep     sleep far past any test timeout
     garbage   print something that is not a replay
+    wait DIR  create DIR/started, wait until DIR/go exists, then replay like ok
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 
 def replay(request: dict) -> dict:
@@ -62,6 +64,12 @@ def main() -> int:
         time.sleep(60)
     elif behaviour == "garbage":
         print("Replay finished, see logs")
+    elif behaviour == "wait":
+        folder = Path(sys.argv[2])
+        (folder / "started").touch()
+        while not (folder / "go").exists():
+            time.sleep(0.05)
+        print(json.dumps(replay(request)))
     return 0
 
 

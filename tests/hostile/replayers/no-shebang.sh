@@ -1,0 +1,2 @@
+# expect: is not a program the system can run (a script needs a #! line)
+echo '{}'

@@ -1,0 +1,91 @@
+"""Misbehaving external replayers (tests/hostile/replayers/, one per file) and judges: each ends
+as a stored failed replay (or a judge error) with its reason — never a traceback, never a new
+revision of the source run."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from recstore.store import Store
+from recstore.sweep.runner import run_sweep
+from recstore.sweep.spec import parse_spec
+from recstore.synth import generate_corpus
+
+from .conftest import AIOC_FIXTURES
+from .hostile_cases import hostile_files
+from .query_support import run_cli
+
+REPLAYERS = [p for p in hostile_files("replayers") if p.suffix != ".md"]
+REPLAYER = Path(__file__).parent / "replayers" / "replayer.py"
+
+
+def _expected(path: Path) -> str:
+    return re.search(r"^# expect: (.+)$", path.read_text(), re.MULTILINE).group(1)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    store = Store(tmp_path_factory.mktemp("hostile-replayers") / "s.duckdb")
+    store.ingest([str(AIOC_FIXTURES / "simple-run.json")])
+    return store
+
+
+def _source_state(store: Store) -> tuple:
+    with store.reader() as con:
+        return con.execute("SELECT revision, record_hash, replay_of_run_id FROM runs "
+                           "WHERE run_key = 'aioc:simple-run'").fetchone()
+
+
+@pytest.mark.parametrize("replayer", REPLAYERS, ids=lambda p: p.name)
+def test_a_misbehaving_replayer_is_a_stored_failed_replay(store, replayer):
+    source = _source_state(store)
+    done = run_cli("replay", "simple-run", "--command", str(replayer), "--command-timeout", "5",
+                   "--json", db=store.path)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr == "", done.stderr
+    report = json.loads(done.stdout)
+    assert report["status"] == "error" and report["replayRunKey"] != "aioc:simple-run"
+    stored = store.get_record(report["replayRunKey"])
+    assert stored["status"] == "failed"
+    assert _expected(replayer) in stored["errorMessage"], stored["errorMessage"]
+    assert stored["metadata"]["replayOfRunId"] == "simple-run"
+    assert _source_state(store) == source == (1, source[1], None)
+
+
+def test_a_deterministic_replayer_run_twice_reports_the_same_replay(store):
+    command = f"{sys.executable} {REPLAYER} ok"
+    first, second = (run_cli("replay", "simple-run", "--command", command, "--json",
+                             db=store.path) for _ in range(2))
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    assert json.loads(first.stdout)["replayRunKey"] == json.loads(second.stdout)["replayRunKey"]
+
+
+JUDGES = {
+    "non-UTF-8 output": ("import sys; sys.stdin.read(); sys.stdout.buffer.write(b'\\xff ok')",
+                         "output is not UTF-8 (byte 0xff at offset 0)"),
+    "non-UTF-8 stderr": ("import sys; sys.stdin.read(); sys.stderr.buffer.write(b'\\xfe');"
+                         " sys.exit(4)", "exited with 4"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(JUDGES))
+def test_a_misbehaving_judge_is_a_judge_error_and_the_sweep_goes_on(tmp_path, name):
+    code, expected = JUDGES[name]
+    store = Store(tmp_path / "s.duckdb")
+    store.ingest_records(list(generate_corpus(3, seed=4)), source_uri="synth")
+    spec = parse_spec({"name": "judged", "select": {"query": "status = 'completed' or "
+                                                             "status = 'failed'"},
+                       "candidate": {"from_source": True}, "workers": 2,
+                       "judge": {"command": [sys.executable, "-c", code]}}, source="test")
+    for rerun in (False, True):  # and again: a rerun must not crash either
+        result = run_sweep(store, spec, rerun=rerun)
+        assert result.processed == result.case_count == 3
+    with store.reader() as con:
+        errors = con.execute("SELECT error FROM sweep_cases WHERE sweep_run_id = ?",
+                             [result.sweep_run_id]).fetchall()
+    assert len(errors) == 3 and all(expected in error for (error,) in errors), errors
