@@ -298,3 +298,21 @@ def test_ingest_max_record_bytes_through_the_cli(tmp_path):
     done = _cli(db, "ingest", str(path), "--max-record-bytes", "15000")
     assert done.returncode == 1 and "accepted 1" in done.stdout
     assert "over the 15,000-byte limit" in done.stderr
+
+
+def _block_size(store: Store) -> int:
+    with store.reader() as con:
+        return con.execute("PRAGMA database_size").fetchone()[2]
+
+
+def test_new_stores_use_small_blocks_and_older_files_keep_theirs(tmp_path):
+    records = _records(4)
+    new = Store(tmp_path / "new.duckdb")
+    new.ingest_records(records[:2])
+    assert _block_size(new) == 64 * 1024
+    duckdb.connect(str(tmp_path / "old.duckdb")).close()  # DuckDB's default: 256 KiB
+    old = Store(tmp_path / "old.duckdb")
+    old.ingest_records(records[:2])
+    old.ingest_records(records[2:])
+    assert _block_size(old) == 256 * 1024
+    assert _count(old, "SELECT count(*) FROM runs") == 4 and old.verify().ok
