@@ -18,12 +18,16 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from recstore.errors import RecstoreError
 
-__all__ = ["CommandError", "Finished", "exit_with_parent", "run_command", "utf8_output"]
+__all__ = [
+    "CommandError", "Finished", "exit_with_parent", "run_command", "utf8_output", "worker_pool",
+]
 
 # After a kill, how long to wait for the pipes to close (a member that left the group may hold
 # them open) before giving up on the rest of the output.
@@ -128,3 +132,26 @@ def exit_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="recstore-parent-watch", daemon=True).start()
+
+
+@contextmanager
+def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
+    """``workers`` worker processes, started now and ended with the block (None for 0).
+
+    Open it before the store: the workers are forked (where the platform can) before this
+    process opens DuckDB, whose threads must not be forked, and they never open the store.
+    fork rather than spawn because a spawned worker imports the caller's ``__main__`` again: a
+    user's script that ingests at top level would run again in every worker (and each would
+    wait for the store's lock), and re-importing the package costs about a second per worker.
+    Each worker exits when this process dies (:func:`exit_with_parent`).
+    """
+    if workers <= 0:
+        yield None
+        return
+    import multiprocessing
+
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method),
+                             initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
+        pool.submit(int)  # a fork pool starts all its workers at the first submit: now
+        yield pool

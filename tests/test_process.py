@@ -1,7 +1,8 @@
 """Child processes do not outlive what started them: a replayer's own children die with it at
 --command-timeout, and `kill -9` of a `sweep run --workers 2` takes its workers, their
-replayers and the replayers' children, and multiprocessing's resource tracker with it. Real
-processes throughout, found through /proc."""
+replayers and the replayers' children, and multiprocessing's resource tracker with it, as
+`kill -9` of an `ingest --workers 2` takes its workers. Real processes throughout, found
+through /proc."""
 
 from __future__ import annotations
 
@@ -126,3 +127,27 @@ def test_sigkill_of_a_sweep_takes_its_workers_and_replayers_with_it(tmp_path):
     commands = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in left
                 if Path(f"/proc/{pid}/cmdline").exists()}
     assert not left, f"still running after the sweep was killed: {commands}"
+
+
+def test_sigkill_of_an_ingest_takes_its_workers_with_it(tmp_path):
+    record = (AIOC_FIXTURES / "simple-run.json").read_bytes().replace(b"\n", b"") + b"\n"
+    proc = subprocess.Popen([sys.executable, "-m", "recstore", "--db", str(tmp_path / "s.duckdb"),
+                             "ingest", "--workers", "2", "-"], cwd=REPO_ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    family: set[int] = set()
+    try:
+        proc.stdin.write(record)  # then the ingest waits for more input, its workers idle
+        proc.stdin.flush()
+        end = time.monotonic() + 60
+        while len(family) < 2 and time.monotonic() < end:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+            family = _descendants(proc.pid)
+        assert len(family) >= 2
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        left = _wait_until_gone(family)
+    finally:
+        proc.kill()
+        _kill_all(family)
+    assert not left, "ingest workers outlived the ingest"

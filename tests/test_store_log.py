@@ -316,3 +316,20 @@ def test_new_stores_use_small_blocks_and_older_files_keep_theirs(tmp_path):
     old.ingest_records(records[2:])
     assert _block_size(old) == 256 * 1024
     assert _count(old, "SELECT count(*) FROM runs") == 4 and old.verify().ok
+
+
+def test_a_script_without_a_main_guard_can_ingest_with_workers(tmp_path):
+    # spawned workers would import the script again and ingest again, each waiting for the lock
+    path = _write_ndjson(tmp_path / "in.ndjson", _records(30))
+    script = tmp_path / "load.py"
+    script.write_text(
+        "from recstore.store import Store\n"
+        f"summary = Store({str(tmp_path / 's.duckdb')!r}).ingest([{str(path)!r}], workers=2)\n"
+        "print(summary.accepted, summary.rejected)\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["30", "0"]
+    assert _count(Store(tmp_path / "s.duckdb"), "SELECT count(*) FROM runs") == 30

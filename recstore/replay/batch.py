@@ -13,8 +13,6 @@ process.
 from __future__ import annotations
 
 import functools
-import multiprocessing
-import os
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -25,7 +23,7 @@ from itertools import islice
 import duckdb
 
 from recstore.errors import RecstoreError
-from recstore.process import exit_with_parent
+from recstore.process import worker_pool
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.replay.harness import Harness, ProviderSpec, harness_from_source, load_harness
 from recstore.replay.lineage import ReplayWriter, prepare_replay
@@ -109,24 +107,6 @@ def _replay_task(job: ReplayJob, sources: list[tuple[int, StoredEvents]], save: 
     return [_replay_stored_run(job, stored, pos + 1, save) for pos, stored in sources]
 
 
-@contextmanager
-def _pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
-    """A process pool for ``workers > 1`` (``None`` means replay in this process).
-
-    fork where available: spawn re-imports the package in every worker, which costs more than the
-    replays of a typical selection. The workers are forked here, before this process opens the
-    store (DuckDB's threads must not be forked), and they never open it.
-    """
-    if workers <= 1:
-        yield None
-        return
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method),
-                             initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
-        pool.submit(int)  # a fork pool starts all its workers at the first submit: now
-        yield pool
-
-
 def _replayed(pool: ProcessPoolExecutor | None, workers: int, job: ReplayJob,
               sources: Iterable[tuple[int, StoredEvents]], save: bool) -> Iterator[tuple[int, str, _Replayed]]:
     """``(position, source run key, replay)`` for each source, in the order of ``sources``; at
@@ -183,7 +163,7 @@ def replay_stored(
         NotFoundError: a run key is not stored (before anything is replayed).
     """
     results: list[ReplayResult | None] = [None] * len(run_keys)
-    with _pool(workers) as pool, _session(store, save) as (con, writer):
+    with worker_pool(workers if workers > 1 else 0) as pool, _session(store, save) as (con, writer):
         replays = _replayed(pool, workers, job, read_runs(con, run_keys, READ_CHUNK), save)
         for done, (pos, key, replayed) in enumerate(replays, 1):
             stored_as = None

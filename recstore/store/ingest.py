@@ -230,11 +230,11 @@ class BatchWriter:
         *,
         tags: dict[str, str] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        workers: int = 0,
+        preparer: Preparer | None = None,
         progress: Progress = NO_PROGRESS,
     ) -> None:
         self._con = con
-        self._preparer = Preparer(workers)
+        self._preparer = preparer or Preparer()
         # DuckDB would otherwise cache up to 80 % of RAM in written pages, so an ingest's memory
         # grew with its input; this bound keeps it flat.
         con.execute(f"SET memory_limit = '{ingest_memory_limit()}'")
@@ -279,12 +279,11 @@ class BatchWriter:
         self.close()
 
     def close(self) -> None:
-        """Let a batch still committing end (after an error), stop the worker processes, and
-        close the look-up cursor (an open cursor would keep the store's file lock)."""
+        """Let a batch still committing end (after an error) and close the look-up cursor (an
+        open cursor would keep the store's file lock)."""
         if self._commit_thread is not None:
             self._commit_thread.join()
             self._commit_thread = None
-        self._preparer.close()
         self._reader.close()
 
     @property

@@ -16,7 +16,6 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 from recstore.canonical import canonical_bytes, canonical_object_bytes, json_type_name
 from recstore.errors import InputError
@@ -24,7 +23,6 @@ from recstore.formats.aioc import validate_run_record
 from recstore.formats.events import record_to_events
 from recstore.formats.jsontext import dumps_json
 from recstore.formats.reader import RawInput, parse_input
-from recstore.process import exit_with_parent
 from recstore.store.chain import line_digest
 from recstore.store.projection import Projection, RunContext, project_record
 
@@ -136,36 +134,20 @@ def _prepare_chunk(raws: list[RawInput], fmt: str) -> list[Prepared | Refused]:
 
 
 class Preparer:
-    """Runs :func:`prepare` over inputs, in ``workers`` processes (0: in this process)."""
+    """Runs :func:`prepare` over inputs, in the ``workers`` processes of ``pool`` (None: in this
+    process; see :func:`recstore.process.worker_pool`, which must be opened before the store)."""
 
-    def __init__(self, workers: int = 0) -> None:
-        self.workers = workers
-        self._pool: ProcessPoolExecutor | None = None
-
-    def __enter__(self) -> Preparer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
-            self._pool = None
+    def __init__(self, pool: ProcessPoolExecutor | None = None, workers: int = 0) -> None:
+        self._pool = pool
+        # chunks sent ahead per worker, so the workers keep busy while the writer places a chunk
+        self._in_flight = IN_FLIGHT * workers
 
     def prepared(self, raws: Iterable[RawInput], fmt: str = "aioc") -> Iterator[Prepared | Refused]:
         """Every input prepared, in input order."""
-        if self.workers <= 0:
+        if self._pool is None:
             for raw in raws:
                 yield prepare(raw, fmt)
             return
-        if self._pool is None:
-            import multiprocessing
-
-            self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=exit_with_parent, initargs=(os.getpid(),),
-            )
         pending: deque[Future] = deque()
         chunk: list[RawInput] = []
         for raw in raws:
@@ -173,7 +155,7 @@ class Preparer:
             if len(chunk) >= CHUNK:
                 pending.append(self._pool.submit(_prepare_chunk, chunk, fmt))
                 chunk = []
-                while len(pending) >= self.workers * IN_FLIGHT:
+                while len(pending) >= self._in_flight:
                     yield from pending.popleft().result()
         if chunk:
             pending.append(self._pool.submit(_prepare_chunk, chunk, fmt))

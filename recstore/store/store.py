@@ -29,6 +29,7 @@ from recstore.files import owner_only_umask
 from recstore.formats.events import Event, events_to_record
 from recstore.formats.jsontext import dumps_json, loads_json
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES, RawInput, iter_sources
+from recstore.process import worker_pool
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.store import agentuse_ingest, db, migrate, otlp_io
 from recstore.store.chain import EMPTY_DIGEST, EVENTS_DIGEST_SQL, STREAM_LINE_SQL, batch_hash
@@ -38,7 +39,7 @@ from recstore.store.ingest import (
     BatchWriter,
     IngestSummary,
 )
-from recstore.store.prepare import default_workers
+from recstore.store.prepare import Preparer, default_workers
 from recstore.store.projection import (
     PROJECTION_TABLES,
     RunContext,
@@ -213,11 +214,12 @@ class Store:
         )
         otlp_files, sources = otlp_io.split_sources(sources, format)
         traces = otlp_io.otlp_sources(otlp_files)  # read before the write lock is taken
-        with self.writer() as con:
-            if workers is None:
-                workers = default_workers(sum(s.size_hint for s in sources))
+        if workers is None:
+            workers = default_workers(sum(s.size_hint for s in sources))
+        with worker_pool(workers) as pool, self.writer() as con:
+            preparer = Preparer(pool, workers)
             with BatchWriter(
-                con, tags=tags, batch_size=batch_size, workers=workers, progress=progress
+                con, tags=tags, batch_size=batch_size, preparer=preparer, progress=progress
             ) as writer:
                 for tree in trees:
                     agentuse_ingest.ingest_tree(writer, tree)
