@@ -51,7 +51,7 @@ def export_views(store: Store, directory: str | Path,
         for done, view in enumerate(catalog.views.values(), start=1):
             summary.rows[view.name] = _export_view(con, catalog, view, directory / view.name)
             progress.update(done, len(catalog.views))
-            if _partitionable(catalog, view):
+            if partitionable(catalog, view):
                 summary.partitioned.append(view.name)
     return summary
 
@@ -61,21 +61,31 @@ def _export_view(con: duckdb.DuckDBPyConnection, catalog: Catalog, view: View,
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
-    select = spark_safe_select(view)
     count = con.execute(f"SELECT count(*) FROM {view.name}").fetchone()[0]  # type: ignore[index]
     options = "FORMAT parquet, COMPRESSION zstd"
-    if count and _partitionable(catalog, view):
-        select = select.select(_day_expression(view), copy=False)
-        if view.name != "runs":
-            select = select.join(exp.to_table("runs").as_("run"),
-                                 on=f"run.run_key = {view.name}.run_key", join_type="left",
-                                 copy=False)
+    partitioned = bool(count) and partitionable(catalog, view)
+    select = export_select(view, partitioned)
+    if partitioned:
         options += f", PARTITION_BY ({PARTITION_COLUMN}), OVERWRITE true"
         to = _literal(str(target))
     else:  # empty or not run-scoped: one file, so a reader still finds the columns
         to = _literal(str(target / "data_0.parquet"))
     con.execute(f"COPY ({select.sql('duckdb')}) TO {to} ({options})")
     return int(count)
+
+
+def export_select(view: View, partitioned: bool) -> exp.Select:
+    """The rows of ``view`` as the export writes them (DuckDB SQL; the Spark build transpiles
+    it): every column in a type Spark reads, and with ``partitioned`` the ``day`` its run
+    started."""
+    select = spark_safe_select(view)
+    if partitioned:
+        select = select.select(_day_expression(view), copy=False)
+        if view.name != "runs":
+            select = select.join(exp.to_table("runs").as_("run"),
+                                 on=f"run.run_key = {view.name}.run_key", join_type="left",
+                                 copy=False)
+    return select
 
 
 def spark_safe_select(view: View) -> exp.Select:
@@ -88,13 +98,15 @@ def spark_safe_select(view: View) -> exp.Select:
     return exp.select(*columns).from_(exp.to_table(view.name))
 
 
-def _partitionable(catalog: Catalog, view: View) -> bool:
+def partitionable(catalog: Catalog, view: View) -> bool:
+    """Whether ``view``'s rows belong to runs, so the export partitions them by day."""
     return view.name == "runs" or view.name in catalog.run_children()
 
 
 def _day_expression(view: View) -> exp.Expression:
     table = "runs" if view.name == "runs" else "run"
-    day = exp.func("strftime", exp.column("started", table=table), exp.Literal.string("%Y-%m-%d"))
+    day = exp.func("strftime", exp.column("started", table=table), exp.Literal.string("%Y-%m-%d"),
+                   dialect="duckdb")
     return exp.func("coalesce", day, exp.Literal.string("unknown")).as_(PARTITION_COLUMN)
 
 
