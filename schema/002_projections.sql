@@ -11,7 +11,9 @@
 -- NULL for aioc runs (the event is the payload) and holds the derived JSON for agentuse runs,
 -- whose events are whole files. Times are TIMESTAMP in UTC computed at insert from the *_text
 -- column next to them (the original strings). Comparison keys (*_key) are the first 64 bits of
--- the sha256 of aioc's canonical JSON of the value: bulk compare joins on them.
+-- the sha256 of aioc's canonical JSON of the value: bulk compare joins on them. A row of a
+-- child table names its run by run_seq, the first_seq of the run's revision in proj_runs (an
+-- integer that compresses to a byte or two; the run key cost about four per row).
 
 CREATE TABLE IF NOT EXISTS proj_runs (
     run_key            VARCHAR NOT NULL,   -- 'aioc:<runId>' (the view derives run_id from it)
@@ -67,7 +69,7 @@ CREATE TABLE IF NOT EXISTS proj_runs (
 );
 
 CREATE TABLE IF NOT EXISTS proj_items (
-    run_key      VARCHAR NOT NULL,
+    run_seq      BIGINT NOT NULL, 
     item_index   INTEGER NOT NULL,
     type         VARCHAR,
     role         VARCHAR,
@@ -78,7 +80,7 @@ CREATE TABLE IF NOT EXISTS proj_items (
 );
 
 CREATE TABLE IF NOT EXISTS proj_tool_calls (
-    run_key           VARCHAR NOT NULL,
+    run_seq           BIGINT NOT NULL,     -- proj_runs.first_seq of the run's revision
     call_index        INTEGER NOT NULL,    -- 0-based position in extractToolCalls order
     ordinal           INTEGER,             -- aioc ExtractedToolCall.turn; NULL for orphan outputs
     call_id           VARCHAR,
@@ -106,7 +108,7 @@ CREATE TABLE IF NOT EXISTS proj_tool_calls (
 -- What the record's request fingerprint does not say: the request's place in the run. Its own
 -- fields (agent, model, hashes, time, ...) are read from its event by the requests view.
 CREATE TABLE IF NOT EXISTS proj_requests (
-    run_key         VARCHAR NOT NULL,
+    run_seq         BIGINT NOT NULL, 
     request_index   INTEGER NOT NULL,
     message_count   INTEGER,               -- a valid count (>= 0), else NULL
     output_start    INTEGER,               -- output interval = items[output_start:output_end]
@@ -117,7 +119,7 @@ CREATE TABLE IF NOT EXISTS proj_requests (
 );
 
 CREATE TABLE IF NOT EXISTS proj_visits (
-    run_key            VARCHAR NOT NULL,
+    run_seq            BIGINT NOT NULL, 
     visit_index        INTEGER NOT NULL,
     agent              VARCHAR,
     entered_after_turn INTEGER,
@@ -131,12 +133,14 @@ CREATE TABLE IF NOT EXISTS proj_visits (
 );
 
 -- Policy and guardrail decisions: what the event does not say (the decision's comparison key,
--- whether a handoff applied) and the few short fields queries filter on; the views read every
--- other field of the decision from its event.
+-- whether a handoff applied) and the few short fields queries filter on or bulk compare reports
+-- for every changed entry (a policy decision's reason); the views read every other field of the
+-- decision from its event.
 CREATE TABLE IF NOT EXISTS proj_policy_decisions (
-    run_key         VARCHAR NOT NULL,
+    run_seq         BIGINT NOT NULL,       -- proj_runs.first_seq of the run's revision
     decision_index  INTEGER NOT NULL,
     decision        VARCHAR,               -- allow | deny | require_approval | ...
+    reason          VARCHAR,
     resource_kind   VARCHAR,               -- tool | handoff
     resource_name   VARCHAR,
     policy_version  VARCHAR,
@@ -147,7 +151,7 @@ CREATE TABLE IF NOT EXISTS proj_policy_decisions (
 );
 
 CREATE TABLE IF NOT EXISTS proj_guardrail_decisions (
-    run_key         VARCHAR NOT NULL,
+    run_seq         BIGINT NOT NULL,
     decision_index  INTEGER NOT NULL,
     guardrail_name  VARCHAR,
     decision        VARCHAR,               -- pass | triggered
@@ -159,7 +163,7 @@ CREATE TABLE IF NOT EXISTS proj_guardrail_decisions (
 -- Suspended proposals that are not record events: agentuse approval gates. aioc proposals are
 -- read from their events by the suspended_proposals view.
 CREATE TABLE IF NOT EXISTS proj_suspended_proposals (
-    run_key         VARCHAR NOT NULL,
+    run_seq         BIGINT NOT NULL, 
     proposal_index  INTEGER NOT NULL,
     turn            INTEGER,
     call_id         VARCHAR,
@@ -182,7 +186,7 @@ CREATE TABLE IF NOT EXISTS proj_suspended_proposals (
 );
 
 CREATE TABLE IF NOT EXISTS proj_findings (
-    run_key       VARCHAR NOT NULL,
+    run_seq       BIGINT NOT NULL, 
     finding_index INTEGER NOT NULL,
     code          VARCHAR NOT NULL,
     message       VARCHAR,
@@ -192,7 +196,7 @@ CREATE TABLE IF NOT EXISTS proj_findings (
 -- Key of canonical items[:prefix_len] for every prefix of a run's input scope: a run whose
 -- prefix key equals another run's items_key (and item count) continues that run's thread.
 CREATE TABLE IF NOT EXISTS proj_input_prefixes (
-    run_key    VARCHAR NOT NULL,
+    run_seq    BIGINT NOT NULL, 
     prefix_len INTEGER NOT NULL,
     prefix_key BIGINT NOT NULL
 );

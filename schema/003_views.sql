@@ -34,14 +34,19 @@ CREATE OR REPLACE MACRO current_events(event_type) AS TABLE
     JOIN events e ON e.stream_key = r.run_key AND e.seq BETWEEN r.first_seq AND r.last_seq
     WHERE e.type = event_type;
 
+-- A run's projection row with its run id: the runs view but for the two joins that add the
+-- record hash and the source URI (what run selections that need neither read, and lineage).
+CREATE OR REPLACE VIEW run_rows AS
+SELECT *, substr(run_key, length(format) + 2) AS run_id FROM proj_runs;
+
 CREATE OR REPLACE VIEW runs AS
-SELECT r.run_key, substr(r.run_key, length(r.format) + 2) AS run_id, r.format, r.revision,
+SELECT r.run_key, r.run_id, r.format, r.revision,
        lower(hex(s.record_hash)) AS record_hash,
-       r.* EXCLUDE (run_key, format, revision, items_key, response_key, response_length,
+       r.* EXCLUDE (run_key, run_id, format, revision, items_key, response_key, response_length,
                     metadata_key, metadata_is_object, policy_count, guardrail_count,
                     calls_full_key, policy_seq_key, guardrails_seq_key),
        f.uri AS source_uri
-FROM proj_runs r
+FROM run_rows r
 JOIN streams s ON s.stream_key = r.run_key AND s.revision = r.revision
 LEFT JOIN source_files f ON f.source_id = r.source_id;
 
@@ -49,24 +54,27 @@ CREATE OR REPLACE VIEW items AS
 SELECT run_key, item_index, type, role, item ->> '$.callId' AS call_id, item ->> '$.name' AS name,
        request_turn, in_input, item ->> '$.content' AS content, item::JSON AS payload, event_seq
 FROM (
-    SELECT i.* EXCLUDE (payload), coalesce(i.payload::VARCHAR, e.item) AS item
+    SELECT r.run_key, i.* EXCLUDE (run_seq, payload), coalesce(i.payload::VARCHAR, e.item) AS item
     FROM proj_items i
+    JOIN proj_runs r ON r.first_seq = i.run_seq
     LEFT JOIN (SELECT seq, rs_json(payload) AS item FROM events WHERE type = 'item_appended') e
            ON e.seq = i.event_seq AND i.payload IS NULL
 );
 
 CREATE OR REPLACE VIEW tool_calls AS
-SELECT t.run_key, t.call_index, t.ordinal, t.call_id, t.name, t.item_index, t.output_item_index,
+SELECT r.run_key, t.call_index, t.ordinal, t.call_id, t.name, t.item_index, t.output_item_index,
        t.arguments, lower(hex(t.args_hash)) AS args_hash, t.has_output,
        CASE WHEN t.has_output THEN coalesce(t.output, rs_member(o.item, '$.output')) END AS output,
-       t.* EXCLUDE (run_key, call_index, ordinal, call_id, name, item_index, output_item_index,
-                    arguments, args_hash, has_output, output_key, output_seq, output)
+       t.* EXCLUDE (run_seq, call_index, ordinal, call_id, name, item_index,
+                    output_item_index, arguments, args_hash, has_output, output_key, output_seq,
+                    output)
 FROM proj_tool_calls t
+JOIN proj_runs r ON r.first_seq = t.run_seq
 LEFT JOIN (SELECT seq, rs_json(payload) AS item FROM events WHERE type = 'item_appended') o
        ON o.seq = t.output_seq AND t.output IS NULL;
 
 CREATE OR REPLACE VIEW requests AS
-SELECT q.run_key, q.request_index, f.turn, f.p ->> '$.agentName' AS agent,
+SELECT r.run_key, q.request_index, f.turn, f.p ->> '$.agentName' AS agent,
        f.p ->> '$.providerName' AS provider, f.p ->> '$.model' AS model, q.message_count,
        q.output_start, q.output_end, q.visit_index,
        f.p ->> '$.requestHash' AS request_hash,
@@ -82,18 +90,21 @@ SELECT q.run_key, q.request_index, f.turn, f.p ->> '$.agentName' AS agent,
        rs_str(f.p, '$.timestamp') AS timestamp_text,
        q.event_seq
 FROM proj_requests q
+JOIN proj_runs r ON r.first_seq = q.run_seq
 JOIN (SELECT seq, turn, rs_json(payload) AS p FROM events WHERE type = 'request_fingerprint') f
   ON f.seq = q.event_seq
 LEFT JOIN (SELECT seq, rs_json(payload) AS p FROM events WHERE type = 'prompt_snapshot') s
        ON s.seq = q.snapshot_seq;
 
-CREATE OR REPLACE VIEW visits AS SELECT * FROM proj_visits;
+CREATE OR REPLACE VIEW visits AS
+SELECT r.run_key, v.* EXCLUDE (run_seq)
+FROM proj_visits v JOIN proj_runs r ON r.first_seq = v.run_seq;
 
 CREATE OR REPLACE VIEW policy_decisions AS
-SELECT d.run_key, d.decision_index, e.turn,
+SELECT r.run_key, d.decision_index, e.turn,
        e.p ->> '$.callId' AS call_id,
        d.decision,
-       e.p ->> '$.reason' AS reason,
+       d.reason,
        e.p ->> '$.publicReason' AS public_reason,
        e.p ->> '$.resultMode' AS result_mode,
        d.policy_version,
@@ -109,11 +120,12 @@ SELECT d.run_key, d.decision_index, e.turn,
        e.p::JSON AS payload,
        d.event_seq
 FROM proj_policy_decisions d
+JOIN proj_runs r ON r.first_seq = d.run_seq
 JOIN (SELECT seq, turn, rs_json(payload) AS p FROM events WHERE type = 'policy_decision') e
   ON e.seq = d.event_seq;
 
 CREATE OR REPLACE VIEW guardrail_decisions AS
-SELECT d.run_key, d.decision_index, e.turn,
+SELECT r.run_key, d.decision_index, e.turn,
        d.guardrail_name,
        d.decision,
        e.p ->> '$.reason' AS reason,
@@ -123,6 +135,7 @@ SELECT d.run_key, d.decision_index, e.turn,
        e.p::JSON AS payload,
        d.event_seq
 FROM proj_guardrail_decisions d
+JOIN proj_runs r ON r.first_seq = d.run_seq
 JOIN (SELECT seq, turn, rs_json(payload) AS p FROM events WHERE type = 'guardrail_decision') e
   ON e.seq = d.event_seq;
 
@@ -161,13 +174,15 @@ SELECT run_key, idx AS proposal_index, turn,
        seq AS event_seq
 FROM current_events('suspended_proposal')
 UNION ALL
-SELECT run_key, proposal_index, turn, call_id, kind, agent, tool_name, from_agent, to_agent,
-       CAST(NULL AS VARCHAR) AS proposal_hash, reason, public_reason, policy_version,
-       expires_at, expires_at_text, args_canonical, timestamp, timestamp_text, metadata, payload,
-       event_seq
-FROM proj_suspended_proposals;
+SELECT r.run_key, s.proposal_index, s.turn, s.call_id, s.kind, s.agent, s.tool_name,
+       s.from_agent, s.to_agent, CAST(NULL AS VARCHAR) AS proposal_hash, s.reason,
+       s.public_reason, s.policy_version, s.expires_at, s.expires_at_text, s.args_canonical,
+       s.timestamp, s.timestamp_text, s.metadata, s.payload, s.event_seq
+FROM proj_suspended_proposals s JOIN proj_runs r ON r.first_seq = s.run_seq;
 
-CREATE OR REPLACE VIEW findings AS SELECT * FROM proj_findings;
+CREATE OR REPLACE VIEW findings AS
+SELECT r.run_key, f.* EXCLUDE (run_seq)
+FROM proj_findings f JOIN proj_runs r ON r.first_seq = f.run_seq;
 
 -- Public lineage: replays named by metadata.replayOfRunId, rows callers attached at ingest
 -- (lineage_log), and thread continuations. A run continues the thread of an earlier run whose
@@ -177,7 +192,7 @@ CREATE OR REPLACE VIEW findings AS SELECT * FROM proj_findings;
 -- never link. Parents are
 -- resolved by run id, so a parent stored later still links.
 CREATE OR REPLACE VIEW lineage AS
-WITH pr AS (SELECT *, substr(run_key, length(format) + 2) AS run_id FROM proj_runs)
+WITH pr AS (SELECT * FROM run_rows)
 SELECT r.run_key AS child_run_key,
        p.run_key AS parent_run_key,
        r.replay_of_run_id AS parent_run_id,
@@ -211,7 +226,7 @@ FROM (
            rank() OVER (PARTITION BY c.run_key ORDER BY x.prefix_len DESC) AS nearest
     FROM proj_input_prefixes x
     JOIN pr p ON p.items_key = x.prefix_key AND p.item_count = x.prefix_len
-    JOIN pr c ON c.run_key = x.run_key
+    JOIN pr c ON c.first_seq = x.run_seq
     WHERE p.run_key <> c.run_key
       AND p.item_count < c.item_count
       AND p.item_count > coalesce(p.input_item_count, 0)

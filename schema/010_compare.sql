@@ -1,58 +1,62 @@
 -- recstore schema 010: bulk comparison (recstore/compare/).
 --
--- Two groups of tables:
---  * cmp_*_features: per stored revision (run_key, record_hash), the keys the set-based engine
---    compares. They are a cache derived from the records (rebuildable: delete the rows and the
---    next comparison recomputes them). A *_key is the first 64 bits (signed) of the sha256 of
---    exactly the text recstore.canonical.canonical_json produces, so equal keys mean aioc's
---    equality (up to a 2^-64 chance per compared pair of distinct values).
---  * cmp_comparisons / cmp_pairs / cmp_unpaired: every recorded comparison, its options,
---    filters, pairing rule, the store's last event seq as a snapshot, and one row per pair.
+-- Features: what the set-based engine compares, per revision, keyed by a feature_id.
+--  * A current revision's features are the comparison keys its projections computed at ingest
+--    (proj_runs, proj_tool_calls, proj_policy_decisions, proj_guardrail_decisions); its
+--    feature_id is proj_runs.first_seq (run_seq in the other tables), which no other revision
+--    shares.
+--  * A revision that is no longer current (pinned by an explicit pair) gets the same keys
+--    computed from its record (recstore.compare.features) the first time a comparison names it,
+--    cached in cmp_pinned_* under a negative feature_id, so the two kinds never collide.
+--  The cmp_*_features views put both together. A *_key is the first 64 bits (signed) of the
+--  sha256 of aioc's canonical JSON of the value (recstore.records.keys, used by both paths), so
+--  equal keys mean aioc's equality (up to a 2^-64 chance per compared pair of distinct values).
+--  * cmp_field_features: the top-level fields of entries and metadata, which only --ignore of a
+--    field needs; computed per revision (either kind of feature_id) when first needed.
+-- Comparisons: cmp_comparisons / cmp_pairs / cmp_unpaired record every comparison, its options,
+-- filters, pairing rule, the store's last event seq as a snapshot, and one row per pair.
 -- Public, queryable views: comparisons, comparison_pairs, comparison_unpaired.
 
-CREATE SEQUENCE IF NOT EXISTS cmp_feature_seq START 1;
+CREATE SEQUENCE IF NOT EXISTS cmp_pinned_seq START 1;   -- feature_id = -nextval(...)
 CREATE SEQUENCE IF NOT EXISTS cmp_comparison_seq START 1;
 
-CREATE TABLE IF NOT EXISTS cmp_run_features (
-    feature_id         BIGINT NOT NULL,       -- surrogate key used by the per-pair joins
+-- Run-level features of pinned revisions: the comparison columns of proj_runs.
+CREATE TABLE IF NOT EXISTS cmp_pinned_runs (
+    feature_id         BIGINT NOT NULL,       -- negative
     run_key            VARCHAR NOT NULL,
-    record_hash        VARCHAR NOT NULL,      -- runs.record_hash of the revision it describes
-    run_id             VARCHAR,
+    revision           INTEGER NOT NULL,      -- streams.revision it describes
     status             VARCHAR,
-    response_key       BIGINT NOT NULL,       -- key of the response string
-    response_length    INTEGER NOT NULL,      -- UTF-16 code units, as aioc's metrics count
-    metadata_key       BIGINT NOT NULL,       -- key of metadata ?? {}
+    response_key       BIGINT NOT NULL,
+    response_length    INTEGER NOT NULL,
+    metadata_key       BIGINT NOT NULL,
     metadata_is_object BOOLEAN NOT NULL,
-    has_fields         BOOLEAN NOT NULL,      -- cmp_field_features rows exist (needed by --ignore)
     tool_call_count    INTEGER NOT NULL,
     policy_count       INTEGER NOT NULL,
     guardrail_count    INTEGER NOT NULL,
-    -- whole sequences: equal ones let a pair skip the positional comparison
-    calls_full_key     BIGINT NOT NULL,       -- (name, argsHash, hasOutput, output key) of every call
-    policy_keys        BIGINT[] NOT NULL,     -- entry keys of policyDecisions, in order
-    guardrails_keys    BIGINT[] NOT NULL,     -- entry keys of guardrailDecisions, in order
-    policy_seq_key     BIGINT NOT NULL,       -- key of policy_keys (cheap inequality test)
-    guardrails_seq_key BIGINT NOT NULL        -- key of guardrails_keys
+    calls_full_key     BIGINT NOT NULL,
+    policy_seq_key     BIGINT NOT NULL,
+    guardrails_seq_key BIGINT NOT NULL
 );
 
--- One row per extracted tool call (aioc extractToolCalls order, orphans included).
-CREATE TABLE IF NOT EXISTS cmp_call_features (
+-- One row per extracted tool call of a pinned revision (as proj_tool_calls).
+CREATE TABLE IF NOT EXISTS cmp_pinned_calls (
     feature_id  BIGINT NOT NULL,
     call_index  INTEGER NOT NULL,
     name        VARCHAR,
-    args_key    BIGINT NOT NULL,              -- 64-bit prefix of aioc's argsHash
+    args_hash   BLOB NOT NULL,
     has_output  BOOLEAN NOT NULL,
-    output_key  BIGINT                        -- NULL without output; "[undefined]" when the key is absent
+    output_key  BIGINT
 );
 
--- One row per policy / guardrail decision entry (section = 'policy' | 'guardrails').
-CREATE TABLE IF NOT EXISTS cmp_entry_features (
+-- One row per policy / guardrail entry of a pinned revision (section = 'policy' | 'guardrails'),
+-- as proj_policy_decisions / proj_guardrail_decisions (the outcome: policy entries only).
+CREATE TABLE IF NOT EXISTS cmp_pinned_entries (
     feature_id    BIGINT NOT NULL,
     section       VARCHAR NOT NULL,
     entry_index   INTEGER NOT NULL,
-    entry_key     BIGINT NOT NULL,            -- key of the whole entry
+    entry_key     BIGINT NOT NULL,
     is_object     BOOLEAN NOT NULL,
-    decision      VARCHAR,                    -- outcome fields, for the aggregate report
+    decision      VARCHAR,
     reason        VARCHAR,
     resource_kind VARCHAR,
     resource_name VARCHAR
@@ -67,6 +71,35 @@ CREATE TABLE IF NOT EXISTS cmp_field_features (
     field       VARCHAR NOT NULL,             -- the key as canonical JSON (a quoted string)
     value_key   BIGINT NOT NULL
 );
+
+-- Revisions (feature_id) whose cmp_field_features rows exist (some have none).
+CREATE TABLE IF NOT EXISTS cmp_field_revisions (
+    feature_id  BIGINT NOT NULL
+);
+
+CREATE OR REPLACE VIEW cmp_run_features AS
+SELECT first_seq AS feature_id, run_key, revision, status, response_key, response_length,
+       metadata_key, metadata_is_object, tool_call_count, policy_count, guardrail_count,
+       calls_full_key, policy_seq_key, guardrails_seq_key
+FROM proj_runs
+UNION ALL
+SELECT * FROM cmp_pinned_runs;
+
+CREATE OR REPLACE VIEW cmp_call_features AS
+SELECT run_seq AS feature_id, call_index, name, args_hash, has_output, output_key
+FROM proj_tool_calls
+UNION ALL
+SELECT * FROM cmp_pinned_calls;
+
+CREATE OR REPLACE VIEW cmp_entry_features AS
+SELECT run_seq AS feature_id, 'policy' AS section, decision_index AS entry_index, entry_key,
+       is_object, decision, reason, resource_kind, resource_name
+FROM proj_policy_decisions
+UNION ALL
+SELECT run_seq, 'guardrails', decision_index, entry_key, is_object, NULL, NULL, NULL, NULL
+FROM proj_guardrail_decisions
+UNION ALL
+SELECT * FROM cmp_pinned_entries;
 
 CREATE TABLE IF NOT EXISTS cmp_comparisons (
     comparison_id     BIGINT NOT NULL,
@@ -87,14 +120,15 @@ CREATE TABLE IF NOT EXISTS cmp_comparisons (
     aggregate         JSON NOT NULL           -- the aggregate report (counts, rates, statistics)
 );
 
+-- One row per compared pair. A compared revision is named by its first event seq (streams
+-- first_seq), which the log never reuses: the comparison_pairs view reads its run key,
+-- revision and record hash from streams, so a pair row holds no text it can get there.
 CREATE TABLE IF NOT EXISTS cmp_pairs (
     comparison_id            BIGINT NOT NULL,
     pair_index               INTEGER NOT NULL,
     pair_key                 VARCHAR,
-    baseline_run_key         VARCHAR NOT NULL,
-    candidate_run_key        VARCHAR NOT NULL,
-    baseline_record_hash     VARCHAR NOT NULL,
-    candidate_record_hash    VARCHAR NOT NULL,
+    baseline_seq             BIGINT NOT NULL,
+    candidate_seq            BIGINT NOT NULL,
     equal                    BOOLEAN NOT NULL,
     same_final_response      BOOLEAN NOT NULL,
     same_tool_call_shape     BOOLEAN NOT NULL,
@@ -128,7 +162,16 @@ CREATE TABLE IF NOT EXISTS cmp_unpaired (
 );
 
 CREATE OR REPLACE VIEW comparisons AS SELECT * FROM cmp_comparisons;
-CREATE OR REPLACE VIEW comparison_pairs AS SELECT * FROM cmp_pairs;
+CREATE OR REPLACE VIEW comparison_pairs AS
+SELECT p.comparison_id, p.pair_index, p.pair_key,
+       sa.stream_key AS baseline_run_key, sb.stream_key AS candidate_run_key,
+       sa.revision AS baseline_revision, sb.revision AS candidate_revision,
+       lower(hex(sa.record_hash)) AS baseline_record_hash,
+       lower(hex(sb.record_hash)) AS candidate_record_hash,
+       p.* EXCLUDE (comparison_id, pair_index, pair_key, baseline_seq, candidate_seq)
+FROM cmp_pairs p
+JOIN streams sa ON sa.first_seq = p.baseline_seq
+JOIN streams sb ON sb.first_seq = p.candidate_seq;
 CREATE OR REPLACE VIEW comparison_unpaired AS SELECT * FROM cmp_unpaired;
 
 -- Column descriptions shown by `recstore schema` (the query layer reads these comments).
@@ -153,6 +196,8 @@ COMMENT ON COLUMN comparison_pairs.pair_index IS '0-based position of the pair i
 COMMENT ON COLUMN comparison_pairs.pair_key IS 'the pairing key value shared by both runs';
 COMMENT ON COLUMN comparison_pairs.baseline_run_key IS 'baseline run (runs.run_key)';
 COMMENT ON COLUMN comparison_pairs.candidate_run_key IS 'candidate run (runs.run_key)';
+COMMENT ON COLUMN comparison_pairs.baseline_revision IS 'revision of the baseline run compared (runs.revision when it was current)';
+COMMENT ON COLUMN comparison_pairs.candidate_revision IS 'revision of the candidate run compared';
 COMMENT ON COLUMN comparison_pairs.baseline_record_hash IS 'record_hash of the baseline revision compared';
 COMMENT ON COLUMN comparison_pairs.candidate_record_hash IS 'record_hash of the candidate revision compared';
 COMMENT ON COLUMN comparison_pairs.equal IS 'aioc equal: no difference in the compared sections';

@@ -86,3 +86,25 @@ def test_every_run_is_paired_or_reported(baseline, candidate, duplicates):
                 assert (run in paired) == (reason != "duplicate_dropped")
             else:
                 assert reason is None and run in paired
+
+
+def test_a_run_on_both_sides_is_ranked_per_side(tmp_path):
+    """A run both filters select can be an older duplicate on one side and the only run of its
+    key on the other: dropped there, paired here."""
+    store = Store(tmp_path / "both.duckdb")
+    newer = make_run("baseline", 0, "k1", 30)
+    older = make_run("shared", 1, "k1", 10)
+    store.ingest_records([newer], tags={"side": "baseline"})
+    store.ingest_records([older], tags={"side": "both"})
+    comparison = bulk_compare(
+        store, "tag.side in ('baseline', 'both')", "tag.side = 'both'", record=False
+    )
+    assert [(r["baseline_run_key"], r["candidate_run_key"]) for r in comparison.pair_rows()] == [
+        ("aioc:baseline-0", "aioc:shared-1")
+    ]
+    assert comparison.unpaired == [
+        {"side": "baseline", "runKey": "aioc:baseline-0", "pairKey": "k1",
+         "reason": "duplicate_kept"},
+        {"side": "baseline", "runKey": "aioc:shared-1", "pairKey": "k1",
+         "reason": "duplicate_dropped"},
+    ]

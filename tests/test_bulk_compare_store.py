@@ -236,6 +236,16 @@ def test_recorded_comparison_is_queryable(corpus_store):
     assert comparison.aggregate["classification"]["fail"] == regressed
 
 
+def test_recorded_pairs_are_read_back_as_computed(corpus_store):
+    """A recorded comparison's rows come from the store on first use; they are the rows an
+    unrecorded one holds."""
+    recorded = bulk_compare(corpus_store, BASELINE, CANDIDATE, preset="semantic")
+    computed = bulk_compare(corpus_store, BASELINE, CANDIDATE, preset="semantic", record=False)
+    assert recorded.rows is None and computed.rows is not None
+    assert recorded.pairs.equals(computed.pairs)
+    assert recorded.pair_count == computed.pairs.num_rows == 600
+
+
 def test_bad_options_are_input_errors(corpus_store):
     with pytest.raises(InputError, match="pair-by"):
         bulk_compare(corpus_store, BASELINE, CANDIDATE, pair_by="colour")

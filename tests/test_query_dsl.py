@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from recstore.errors import InputError
 from recstore.query import compile_dsl, compile_query, dsl, run_query
 from recstore.query import select_run_keys as select_keys
+from recstore.query.api import run_key_tree
 from recstore.store import Store
 
 from .conftest import REPO_ROOT
@@ -36,6 +37,25 @@ def test_documented_example_compiles_to_shown_sql_and_runs(fixture_store, text, 
     with run_query(fixture_store, text, now=DOCS_NOW) as result:
         rows = list(result.rows())
     assert all(len(row) == len(result.columns) for row in rows)
+
+
+@pytest.mark.parametrize(("text", "expected_sql"), documented_examples())
+def test_a_selection_without_hash_or_source_selects_what_runs_holds(fixture_store, text,
+                                                                     expected_sql):
+    """Run selections read run_rows (the runs view without the joins that add record_hash and
+    source_uri) unless the filter names one of those: the same runs, in the same order."""
+    keys = run_key_tree(compile_dsl(text, now=DOCS_NOW)).sql(dialect="duckdb")
+    via_runs = keys.replace("FROM run_rows AS runs", "FROM runs")
+    assert ("FROM run_rows AS runs" in keys) == (
+        "FROM runs" in expected_sql and not re.search(r"record_hash|source_uri", text)
+    )
+    with fixture_store.reader() as con:
+        assert con.execute(keys).fetchall() == con.execute(via_runs).fetchall()
+
+
+def test_a_selection_naming_hash_or_source_reads_the_runs_view():
+    for text in ("record_hash = 'ab'", "status = 'failed' order by source_uri"):
+        assert " FROM runs " in run_key_tree(compile_dsl(text)).sql(dialect="duckdb") + " "
 
 
 # (query, rows expected on the fixture store) -- pins that the examples select the right rows.

@@ -9,6 +9,8 @@ import gzip
 import json
 import shutil
 
+import duckdb
+
 from recstore.store import Store
 
 from .conftest import AIOC_FIXTURES, FIXTURES
@@ -66,3 +68,27 @@ def test_an_upgrade_interrupted_before_its_projections_finishes_on_the_next_open
     with store.reader() as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == len(RECORDS) + 1
     assert store.verify().ok
+
+
+def test_recorded_comparisons_keep_their_pairs(tmp_path):
+    """A layout-1 pair row named its revisions by run key and record hash; upgraded, it names
+    them by first seq and the comparison_pairs view shows the same runs and hashes."""
+    store = _old_store(tmp_path)
+    with duckdb.connect(str(store.path)) as con:  # the old file, before recstore opens it
+        (a, a_hash), (b, b_hash) = con.execute(
+            "SELECT stream_key, record_hash FROM streams "
+            "WHERE stream_key IN ('aioc:compare-v1', 'aioc:compare-v2') ORDER BY stream_key"
+        ).fetchall()
+        con.execute(
+            "INSERT INTO cmp_pairs VALUES (7, 0, 'case-1', ?, ?, ?, ?, FALSE, FALSE, TRUE, TRUE, "
+            "TRUE, TRUE, TRUE, 10, 12, 1, 1, 1, 0, 0, 1, NULL, NULL, NULL, 'completed', "
+            "'completed', 'warn')",
+            [a, b, a_hash, b_hash],
+        )
+    with store.reader() as con:
+        rows = con.execute(
+            "SELECT comparison_id, pair_key, baseline_run_key, baseline_revision, "
+            "baseline_record_hash, candidate_run_key, candidate_record_hash, equal, "
+            "response_length_b, classification FROM comparison_pairs"
+        ).fetchall()
+    assert rows == [(7, "case-1", a, 1, a_hash, b, b_hash, False, 12, "warn")]

@@ -1,9 +1,10 @@
 """recstore.compare: pairwise (aioc parity) and bulk, set-based comparison of stored runs.
 
 ``bulk_compare`` pairs a baseline run set with a candidate run set and compares every pair in
-DuckDB SQL over per-revision feature rows (canonical-JSON keys); ``compare_stored`` gives the
-full aioc differences list for two stored runs; ``render_html``/``render_text`` render a
-comparison. See docs/compare.md.
+DuckDB SQL over per-revision features (canonical-JSON keys the projections compute at ingest);
+``stored_pairs`` reads a recorded comparison's rows back; ``compare_stored`` gives the full aioc
+differences list for two stored runs; ``render_html``/``render_text`` render a comparison. See
+docs/compare.md.
 
 Example (the demo's comparison and report)::
 
@@ -21,6 +22,7 @@ from recstore.compare.bulk import (
     bulk_compare,
     compare_pair,
     compare_stored,
+    stored_pairs,
 )
 from recstore.compare.ignore import PRESETS, IgnoreSpec, parse_ignore, strip_record
 from recstore.compare.pairing import DUPLICATE_RULES, PairBy
@@ -44,5 +46,6 @@ __all__ = [
     "parse_ignore",
     "render_html",
     "render_text",
+    "stored_pairs",
     "strip_record",
 ]

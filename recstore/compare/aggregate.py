@@ -159,22 +159,20 @@ def _divergence(con: Any, limit: int) -> dict:
 
 
 def _policy_changes(con: Any, limit: int) -> list[dict]:
+    """Differing policy positions whose decision or reason changed (or that one side lacks), by
+    resource and outcome."""
     return _rows(
         con,
         f"""
-        SELECT coalesce(ea.resource_kind, eb.resource_kind) AS resource_kind,
-               coalesce(ea.resource_name, eb.resource_name) AS resource_name,
-               ea.decision AS baseline_decision, ea.reason AS baseline_reason,
-               eb.decision AS candidate_decision, eb.reason AS candidate_reason,
+        SELECT coalesce(resource_kind_a, resource_kind_b) AS resource_kind,
+               coalesce(resource_name_a, resource_name_b) AS resource_name,
+               decision_a AS baseline_decision, reason_a AS baseline_reason,
+               decision_b AS candidate_decision, reason_b AS candidate_reason,
                count(*) AS changes
-        FROM (SELECT * FROM _cmp_entry_diff WHERE section = 'policy') d
-        JOIN _cmp_pairs p USING (pair_index)
-        LEFT JOIN (SELECT * FROM cmp_entry_features WHERE section = 'policy') ea
-          ON ea.feature_id = p.a_fid AND ea.entry_index = d.entry_index
-        LEFT JOIN (SELECT * FROM cmp_entry_features WHERE section = 'policy') eb
-          ON eb.feature_id = p.b_fid AND eb.entry_index = d.entry_index
-        WHERE NOT (d.in_a AND d.in_b) OR ea.decision IS DISTINCT FROM eb.decision
-           OR ea.reason IS DISTINCT FROM eb.reason
+        FROM _cmp_entry_diff
+        WHERE section = 'policy'
+          AND (NOT (in_a AND in_b) OR decision_a IS DISTINCT FROM decision_b
+               OR reason_a IS DISTINCT FROM reason_b)
         GROUP BY ALL
         ORDER BY changes DESC, resource_kind, resource_name, baseline_decision NULLS FIRST,
                  candidate_decision NULLS FIRST, baseline_reason NULLS FIRST,

@@ -1,5 +1,6 @@
-"""Library entry points: :func:`bulk_compare` (thousands of pairs, set-based, recorded) and
-:func:`compare_stored` (two stored runs, the full aioc differences list).
+"""Library entry points: :func:`bulk_compare` (thousands of pairs, set-based, recorded),
+:func:`stored_pairs` (a recorded comparison's rows) and :func:`compare_stored` (two stored runs,
+the full aioc differences list).
 
 Example (needs a store with both run sets)::
 
@@ -12,7 +13,7 @@ Example (needs a store with both run sets)::
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -22,22 +23,15 @@ import pyarrow as pa
 from recstore.canonical import canonical_json
 from recstore.compare.aggregate import DEFAULT_RULE, ClassificationRule, aggregate, classify
 from recstore.compare.engine import RESULT_COLUMNS, compare_pairs
-from recstore.compare.features import (
-    missing_revisions,
-    record_features,
-    record_fields,
-    store_features,
-    store_fields,
-)
+from recstore.compare.features import resolve_features
 from recstore.compare.ignore import IgnoreSpec, parse_ignore, strip_record
 from recstore.compare.pairing import PairBy, pair_explicit, pair_runs
 from recstore.errors import EmptySelectionError, InputError, NotFoundError, UnpairedRunsError
-from recstore.formats.events import events_to_record
 from recstore.progress import NO_PROGRESS, Progress
-from recstore.query import select_gate_runs
+from recstore.query import select_gate_run_sets
 from recstore.records import compare_records, resolve_sections
 from recstore.store import Store
-from recstore.store.agentuse_ingest import stored_record
+from recstore.store.tables import registered
 
 __all__ = [
     "DEFAULT_MAX_UNPAIRED",
@@ -47,27 +41,33 @@ __all__ = [
     "bulk_compare",
     "compare_pair",
     "compare_stored",
+    "stored_pairs",
 ]
 
-# Records reduced to features per round trip (bounds memory on large stores).
-_FEATURE_CHUNK = 5000
 #: The share of a side's runs that may go unpaired before a comparison stops vouching for its
 #: selection (``--max-unpaired``). 0: a gate passes only when every selected run was compared.
 DEFAULT_MAX_UNPAIRED = 0.0
 # Unpaired reasons that mean a run was not compared at all (duplicates are other runs of a key).
 _UNPAIRED_REASONS = ("no_key", "no_match")
 
-# Per-pair columns of a comparison, as stored in comparison_pairs and exported.
+# One side of an explicit pair: a run reference (its current revision) or (reference, revision).
+RunSide = str | tuple[str, int]
+
+# Per-pair columns of a comparison, as the comparison_pairs view shows them and exports write.
 PAIR_COLUMNS = [
     "pair_index",
     "pair_key",
     "baseline_run_key",
     "candidate_run_key",
+    "baseline_revision",
+    "candidate_revision",
     "baseline_record_hash",
     "candidate_record_hash",
     *RESULT_COLUMNS,
     "classification",
 ]
+# What cmp_pairs stores of a result besides the pair's identity (its revisions are seqs).
+_STORED_RESULTS = ", ".join([*RESULT_COLUMNS, "classification"])
 
 
 def aioc_result(row: dict) -> dict:
@@ -105,10 +105,23 @@ class Comparison:
     ignore: list[str]
     rule: ClassificationRule
     snapshot_seq: int
-    pairs: pa.Table
+    pair_count: int
     unpaired: list[dict] = field(default_factory=list)
     aggregate: dict = field(default_factory=dict)
     selected: dict[str, int] = field(default_factory=dict)  # runs selected per side
+    # The per-pair rows: given, or (a recorded comparison) read from the store on first use.
+    rows: pa.Table | None = field(default=None, repr=False)
+    store: Store | None = field(default=None, repr=False)
+
+    @property
+    def pairs(self) -> pa.Table:
+        """Per-pair rows (:data:`PAIR_COLUMNS`) in pair order, as an Arrow table. A recorded
+        comparison keeps them in the store until they are first asked for."""
+        if self.rows is None:
+            if self.store is None or self.comparison_id is None:
+                raise ValueError("this comparison has neither its pair rows nor a store")
+            self.rows = stored_pairs(self.store, self.comparison_id)
+        return self.rows
 
     @property
     def failed(self) -> bool:
@@ -139,7 +152,7 @@ class Comparison:
         """The error a gate raises when a side left more than ``max_unpaired`` (a fraction) of its
         runs unpaired, else None. A comparison without pairs returns None: it exists only when
         ``bulk_compare(allow_empty=True)`` accepted it."""
-        if not self.pairs.num_rows:
+        if not self.pair_count:
             return None
         over = [(side, c) for side, c in self.coverage().items()
                 if c["unpairedFraction"] > max_unpaired]
@@ -186,14 +199,11 @@ class Comparison:
 def _resolve_refs(con: Any, refs: Sequence[str]) -> dict[str, str]:
     """Run key of each ref given as a run key or a unique run id (one query for all)."""
     unique = list(dict.fromkeys(refs))
-    con.register("_cmp_refs", pa.table({"ref": unique}))
-    try:
+    with registered(con, "_cmp_refs", pa.table({"ref": unique})):
         rows = con.execute(
             "SELECT f.ref, list(DISTINCT r.run_key) FROM _cmp_refs f "
             "JOIN runs r ON r.run_key = f.ref OR r.run_id = f.ref GROUP BY f.ref"
         ).fetchall()
-    finally:
-        con.unregister("_cmp_refs")
     found = {ref: keys for ref, keys in rows}
     resolved = {}
     for ref in unique:
@@ -206,119 +216,39 @@ def _resolve_refs(con: Any, refs: Sequence[str]) -> dict[str, str]:
     return resolved
 
 
-def stored_records(con: Any, revisions: list[tuple[str, str]]) -> Iterator[tuple[str, str, dict]]:
-    """``(run_key, record_hash, record)`` for stored revisions, read in one query per chunk.
-    aioc records come back without their prompt snapshots, request fingerprints and suspended
-    proposals (empty arrays): everything a comparison reads is there."""
-    agentuse = [(k, h) for k, h in revisions if k.startswith("agentuse:")]
-    for key, digest in agentuse:
-        yield key, digest, stored_record(con, key)
-    aioc = [(k, h) for k, h in revisions if not k.startswith("agentuse:")]
-    if not aioc:
-        return
-    con.register(
-        "_cmp_load",
-        pa.table({"run_key": [k for k, _ in aioc], "record_hash": [h for _, h in aioc]}),
-    )
-    try:
-        cursor = con.execute(
-            """
-            SELECT s.stream_key, l.record_hash, e.type, e.payload
-            FROM _cmp_load l
-            JOIN streams s ON s.stream_key = l.run_key AND s.record_hash = unhex(l.record_hash)
-            JOIN events e ON e.seq BETWEEN s.first_seq AND s.last_seq
-            -- features never read prompt snapshots, request fingerprints or suspended
-            -- proposals: leaving them out of the reassembly saves parsing their payloads
-            WHERE e.type NOT IN ('prompt_snapshot', 'request_fingerprint', 'suspended_proposal')
-            ORDER BY e.seq
-            """
-        )
-        head: tuple[str, str] | None = None
-        events: list[tuple[str, str]] = []
-        while batch := cursor.fetchmany(10_000):
-            for key, digest, etype, payload in batch:
-                if head is not None and head != (key, digest):
-                    yield head[0], head[1], events_to_record(events)
-                    events = []
-                head = (key, digest)
-                events.append((etype, payload))
-        if head is not None:
-            yield head[0], head[1], events_to_record(events)
-    finally:
-        con.unregister("_cmp_load")
+def _side(side: RunSide) -> tuple[str, int | None]:
+    """``(ref, revision)`` of one side of an explicit pair (``None``: the current revision)."""
+    if isinstance(side, str):
+        return side, None
+    if (
+        isinstance(side, tuple)
+        and len(side) == 2
+        and isinstance(side[0], str)
+        and type(side[1]) is int
+        and side[1] >= 1
+    ):
+        return side
+    raise InputError(f"a pair side is a run reference or (run reference, revision), not {side!r}")
 
 
-def _ensure_features(con: Any, run_keys: Iterable[str], with_fields: bool,
-                     progress: Progress = NO_PROGRESS) -> None:
-    """Reduce every current revision of ``run_keys`` that has no feature rows yet, and add field
-    rows to the reduced ones that lack them when ``with_fields`` (an ignore of fields);
-    ``progress`` follows the records reduced (the comparison itself is one SQL pass)."""
-    con.register("_cmp_keys", pa.table({"run_key": list(dict.fromkeys(run_keys))}))
-    try:
-        revisions = con.execute(
-            "SELECT r.run_key, r.record_hash FROM _cmp_keys k JOIN runs r USING (run_key)"
-        ).fetchall()
-    finally:
-        con.unregister("_cmp_keys")
-    missing = missing_revisions(con, revisions)
-    for start in range(0, len(missing), _FEATURE_CHUNK):
-        chunk = missing[start : start + _FEATURE_CHUNK]
-        features = [
-            record_features(record, run_key=key, record_hash=digest, with_fields=with_fields)
-            for key, digest, record in list(stored_records(con, chunk))
-        ]
-        store_features(con, features)
-        progress.update(start + len(chunk), len(missing))
-    if with_fields:
-        _ensure_fields(con, revisions)
-
-
-def _ensure_fields(con: Any, revisions: list[tuple[str, str]]) -> None:
-    con.register(
-        "_cmp_revs",
-        pa.table({"run_key": [r[0] for r in revisions], "record_hash": [r[1] for r in revisions]}),
-    )
-    try:
-        lacking = con.execute(
-            "SELECT f.run_key, f.record_hash, min(f.feature_id) FROM _cmp_revs r "
-            "JOIN cmp_run_features f USING (run_key, record_hash) "
-            "GROUP BY ALL HAVING NOT bool_or(f.has_fields) ORDER BY ALL"
-        ).fetchall()
-    finally:
-        con.unregister("_cmp_revs")
-    ids = {(key, digest): fid for key, digest, fid in lacking}
-    for start in range(0, len(lacking), _FEATURE_CHUNK):
-        chunk = [(key, digest) for key, digest, _ in lacking[start : start + _FEATURE_CHUNK]]
-        rows = [
-            (ids[key, digest], *row)
-            for key, digest, record in list(stored_records(con, chunk))
-            for row in record_fields(record)
-        ]
-        store_fields(con, rows, [ids[k] for k in chunk])
-
-
-def _feature_pairs(con: Any) -> None:
-    """``_cmp_pairs`` from ``_cmp_pairing``: feature ids of each side's current revision."""
-    con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE _cmp_revision AS
-        SELECT r.run_key, r.record_hash, min(f.feature_id) AS feature_id
-        FROM runs r JOIN cmp_run_features f USING (run_key, record_hash)
-        WHERE r.run_key IN (SELECT a_key FROM _cmp_pairing UNION SELECT b_key FROM _cmp_pairing)
-        GROUP BY ALL
-        """
-    )
-    con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE _cmp_pairs AS
-        SELECT p.pair_index, p.pair_key, p.a_key, p.b_key,
-               ra.record_hash AS a_hash, rb.record_hash AS b_hash,
-               ra.feature_id AS a_fid, rb.feature_id AS b_fid
-        FROM _cmp_pairing p
-        JOIN _cmp_revision ra ON ra.run_key = p.a_key
-        JOIN _cmp_revision rb ON rb.run_key = p.b_key
-        """
-    )
+def _explicit_pairs(con: Any, pairs: Sequence[tuple[RunSide, RunSide]]) -> None:
+    """Resolve explicit pairs (refs to run keys, pinned revisions checked) into
+    ``_cmp_pairing``."""
+    sides = [_side(side) for a, b in pairs for side in (a, b)]
+    keys = _resolve_refs(con, [ref for ref, _ in sides])
+    resolved = [(keys[ref], revision) for ref, revision in sides]
+    pinned = sorted({side for side in resolved if side[1] is not None})
+    if pinned:
+        wanted = pa.table({"key": [k for k, _ in pinned], "revision": [r for _, r in pinned]})
+        with registered(con, "_cmp_wanted", wanted):
+            stored = con.execute(
+                "SELECT w.key, w.revision FROM _cmp_wanted w JOIN streams s "
+                "ON s.stream_key = w.key AND s.revision = w.revision"
+            ).fetchall()
+        missing = sorted(set(pinned) - set(stored))
+        if missing:
+            raise NotFoundError(f"run {missing[0][0]} has no revision {missing[0][1]}")
+    pair_explicit(con, list(zip(resolved[::2], resolved[1::2], strict=True)))
 
 
 def _record(con: Any, comparison: Comparison) -> int:
@@ -338,7 +268,7 @@ def _record(con: Any, comparison: Comparison) -> int:
             json.dumps(comparison.ignore),
             json.dumps(comparison.rule.to_dict()),
             comparison.snapshot_seq,
-            comparison.pairs.num_rows,
+            comparison.pair_count,
             unpaired_counts["baseline"],
             unpaired_counts["candidate"],
             unpaired_counts["duplicates"],
@@ -347,8 +277,10 @@ def _record(con: Any, comparison: Comparison) -> int:
         ],
     )
     con.execute(
-        f"INSERT INTO cmp_pairs (comparison_id, {', '.join(PAIR_COLUMNS)}) "
-        f"SELECT ?, {', '.join(PAIR_COLUMNS)} FROM _cmp_pair_rows",
+        f"INSERT INTO cmp_pairs (comparison_id, pair_index, pair_key, baseline_seq, "
+        f"candidate_seq, {_STORED_RESULTS}) "
+        f"SELECT ?, pair_index, pair_key, a_seq, b_seq, {_STORED_RESULTS} "
+        "FROM _cmp_classified JOIN _cmp_pairing USING (pair_index)",
         [comparison_id],
     )
     con.execute(
@@ -364,7 +296,7 @@ def bulk_compare(
     candidate: str | None = None,
     *,
     pair_by: str = "metadata.caseId",
-    pairs: Sequence[tuple[str, str]] | None = None,
+    pairs: Sequence[tuple[RunSide, RunSide]] | None = None,
     ignore: Iterable[str] = (),
     preset: str | None = None,
     include_sections: Iterable[str] | None = None,
@@ -379,10 +311,12 @@ def bulk_compare(
 
     The sets are DSL filters (``recstore.query``; ``None`` = every run) paired by ``pair_by``
     (``metadata.<path>``, ``question``, ``input_scope`` or ``lineage``), or an explicit list of
-    ``(baseline_ref, candidate_ref)`` pairs. Per pair, ``equal``/summary/metrics equal
-    ``compare_records`` with the same sections; ``ignore``/``preset`` leave fields out
-    (:mod:`recstore.compare.ignore`). With ``record`` the comparison is stored in
-    ``comparisons``/``comparison_pairs``/``comparison_unpaired`` with the store's last event seq.
+    ``(baseline, candidate)`` pairs, each side a run reference (run key or run id: its current
+    revision) or ``(reference, revision)``, which pins an older revision. Per pair,
+    ``equal``/summary/metrics equal ``compare_records`` with the same sections;
+    ``ignore``/``preset`` leave fields out (:mod:`recstore.compare.ignore`). With ``record`` the
+    comparison is stored in ``comparisons``/``comparison_pairs``/``comparison_unpaired`` with the
+    store's last event seq, and its pair rows are read back from there when first asked for.
 
     A gate must not pass on nothing: a side that selects no runs, or sides that form no pair,
     raise :class:`~recstore.errors.EmptySelectionError` unless ``allow_empty``. Runs left unpaired
@@ -390,40 +324,36 @@ def bulk_compare(
     should stop on them.
 
     Raises:
-        InputError: bad options or filters. NotFoundError: an explicit pair names no stored run.
-        EmptySelectionError: an empty side, or no pairs (unless ``allow_empty``).
+        InputError: bad options or filters. NotFoundError: an explicit pair names no stored run
+        or revision. EmptySelectionError: an empty side, or no pairs (unless ``allow_empty``).
     """
     spec = parse_ignore(ignore, preset)
     sections = resolve_sections(include_sections, exclude_sections) - spec.sections
     if pairs is None:
         rule_text = str(PairBy.parse(pair_by))
-        selections = [
-            select_gate_runs(store, text or "", what=f"the {side} filter", allow_empty=allow_empty)
-            for side, text in (("baseline", baseline), ("candidate", candidate))
-        ]
+        selections = select_gate_run_sets(
+            store,
+            [(f"the {side} filter", text or "")
+             for side, text in (("baseline", baseline), ("candidate", candidate))],
+            allow_empty=allow_empty,
+        )
     else:
         rule_text, selections = "explicit", None
     with store.writer() as con:
+        # Every statement below handles at most a few hundred thousand rows, mostly one row
+        # group each: a second thread costs DuckDB more than it brings (at 100k pairs, 0.85 s
+        # of CPU with one thread against 1.01 s with two, and less wall time too).
+        con.execute("SET threads = 1")
         ((snapshot,),) = con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchall()
         if selections is None:
-            refs = _resolve_refs(con, [ref for pair in pairs for ref in pair])
-            pair_explicit(con, [(refs[a], refs[b]) for a, b in pairs])
+            _explicit_pairs(con, pairs)
         else:
             pair_runs(con, selections[0], selections[1], PairBy.parse(pair_by), duplicates)
             if not allow_empty:
                 _require_pairs(con, rule_text, selections)
-        keys = con.execute("SELECT a_key FROM _cmp_pairing UNION SELECT b_key FROM _cmp_pairing")
-        _ensure_features(con, [k for (k,) in keys.fetchall()], spec.needs_fields(), progress)
-        _feature_pairs(con)
+        resolve_features(con, spec.needs_fields(), progress)
         compare_pairs(con, sections, spec)
         classify(con, rule)
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE _cmp_pair_rows AS "
-            "SELECT p.pair_index, p.pair_key, p.a_key AS baseline_run_key, "
-            "p.b_key AS candidate_run_key, p.a_hash AS baseline_record_hash, "
-            "p.b_hash AS candidate_record_hash, r.* EXCLUDE (pair_index) "
-            "FROM _cmp_pairs p JOIN _cmp_classified r USING (pair_index) ORDER BY p.pair_index"
-        )
         comparison = Comparison(
             comparison_id=None,
             baseline_filter=baseline,
@@ -434,14 +364,44 @@ def bulk_compare(
             ignore=spec.paths(),
             rule=rule,
             snapshot_seq=snapshot,
-            pairs=con.sql(f"SELECT {', '.join(PAIR_COLUMNS)} FROM _cmp_pair_rows").to_arrow_table(),
+            pair_count=con.execute("SELECT count(*) FROM _cmp_classified").fetchone()[0],
             unpaired=_unpaired(con),
             aggregate=aggregate(con),
             selected=_selected_counts(selections, pairs),
         )
         if record:
             comparison.comparison_id = _record(con, comparison)
+            comparison.store = store
+        else:
+            comparison.rows = _pair_rows(con)
     return comparison
+
+
+def _pair_rows(con: Any) -> pa.Table:
+    """Every pair's row (:data:`PAIR_COLUMNS`) in pair order; the record hashes are read from
+    the log."""
+    return con.sql(
+        f"""
+        SELECT pair_index, pair_key, a_key AS baseline_run_key, b_key AS candidate_run_key,
+               a_revision AS baseline_revision, b_revision AS candidate_revision,
+               lower(hex(sa.record_hash)) AS baseline_record_hash,
+               lower(hex(sb.record_hash)) AS candidate_record_hash, {_STORED_RESULTS}
+        FROM _cmp_classified JOIN _cmp_pairing USING (pair_index)
+        JOIN streams sa ON sa.first_seq = a_seq
+        JOIN streams sb ON sb.first_seq = b_seq
+        ORDER BY pair_index
+        """
+    ).to_arrow_table()
+
+
+def stored_pairs(store: Store, comparison_id: int) -> pa.Table:
+    """The per-pair rows (:data:`PAIR_COLUMNS`) of a recorded comparison, in pair order."""
+    with store.reader() as con:
+        return con.sql(
+            f"SELECT {', '.join(PAIR_COLUMNS)} FROM comparison_pairs WHERE comparison_id = ? "
+            "ORDER BY pair_index",
+            params=[comparison_id],
+        ).to_arrow_table()
 
 
 def _unpaired(con: Any) -> list[dict]:
@@ -452,15 +412,15 @@ def _unpaired(con: Any) -> list[dict]:
     ]
 
 
-def _selected_counts(selections: list[list[str]] | None,
-                     pairs: Sequence[tuple[str, str]] | None) -> dict[str, int]:
+def _selected_counts(selections: list[pa.Table] | None,
+                     pairs: Sequence[tuple[RunSide, RunSide]] | None) -> dict[str, int]:
     if selections is None:  # explicit pairs: every named run is in a pair
         return {side: len({pair[i] for pair in pairs or ()})
                 for i, side in enumerate(("baseline", "candidate"))}
-    return {"baseline": len(set(selections[0])), "candidate": len(set(selections[1]))}
+    return {"baseline": selections[0].num_rows, "candidate": selections[1].num_rows}
 
 
-def _require_pairs(con: Any, pair_by: str, selections: list[list[str]]) -> None:
+def _require_pairs(con: Any, pair_by: str, selections: list[pa.Table]) -> None:
     """EmptySelectionError when two non-empty sides formed no pair (e.g. a wrong --pair-by)."""
     ((paired,),) = con.execute("SELECT count(*) FROM _cmp_pairing").fetchall()
     if paired:
@@ -469,7 +429,7 @@ def _require_pairs(con: Any, pair_by: str, selections: list[list[str]]) -> None:
         "SELECT reason, count(*) FROM _cmp_unpaired_runs GROUP BY ALL").fetchall())
     detail = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
     raise EmptySelectionError(
-        f"0 pairs: {len(set(selections[0]))} baseline and {len(set(selections[1]))} candidate runs "
+        f"0 pairs: {selections[0].num_rows} baseline and {selections[1].num_rows} candidate runs "
         f"share no {pair_by} value ({detail}); nothing would be compared "
         "(--allow-empty accepts an empty comparison)", what="pairs")
 

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from recstore.canonical import canonical_json
 from recstore.compare.aggregate import SIGNALS
+from recstore.compare.features import stored_revisions
 from recstore.jsonout import dumps
 from recstore.records import extract_tool_calls
 from recstore.records.diff import align_calls, value_diff, word_diff
@@ -185,8 +186,6 @@ def browse_pairs(store: Store, comparison: Comparison, *,
     """Every pair of ``comparison`` in report order, with slices and the drill-downs of the
     first ``detail_limit`` changed pairs (records read from ``store`` at the compared
     revisions)."""
-    from recstore.compare.bulk import stored_records
-
     pairs = comparison.pairs
     rows = pairs.to_pylist()
     masks = _signal_masks(pairs)
@@ -197,9 +196,9 @@ def browse_pairs(store: Store, comparison: Comparison, *,
     chosen = [r for r in rows if r["rank"] < 3][:detail_limit]
     with store.reader() as con:
         facts, tools = _run_facts(con, pairs)
-        revisions = {(r[side + "_run_key"], r[side + "_record_hash"])
+        revisions = {(r[side + "_run_key"], r[side + "_revision"])
                      for r in chosen for side in ("baseline", "candidate")}
-        records = {(k, h): rec for k, h, rec in stored_records(con, sorted(revisions))}
+        records = {(k, r): rec for k, r, rec in stored_revisions(con, sorted(revisions))}
     dims = _dimensions(facts, comparison.pair_by)
     browser.slices = _slice_rows(dims, rows)
     value_index: dict[str, dict[str, int]] = {}
@@ -220,8 +219,8 @@ def browse_pairs(store: Store, comparison: Comparison, *,
             [tool_index[t] for t in tools.get(i, [])],
         ])
     for row in chosen:
-        left = records.get((row["baseline_run_key"], row["baseline_record_hash"]))
-        right = records.get((row["candidate_run_key"], row["candidate_record_hash"]))
+        left = records.get((row["baseline_run_key"], row["baseline_revision"]))
+        right = records.get((row["candidate_run_key"], row["candidate_revision"]))
         if left is not None and right is not None:
             browser.details[row["pair_index"]] = pair_detail(left, right)
     return browser

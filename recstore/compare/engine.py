@@ -1,15 +1,19 @@
 """Set-based per-pair comparison: aioc ``compareRunRecords`` as DuckDB SQL over feature rows.
 
-Input is a temp table ``_cmp_pairs(pair_index, a_fid, b_fid)`` of feature ids
-(:mod:`recstore.compare.features`). :func:`compare_pairs` creates these temp tables:
+Input is a temp table ``_cmp_pairs(pair_index, a_fid, b_fid, ...)`` of feature ids: the ids of
+the views ``cmp_run_features``, ``cmp_call_features``, ``cmp_entry_features`` (a current
+revision's ``first_seq``, or a pinned revision's negative id: :mod:`recstore.compare.features`);
+its other columns are carried through to the result. :func:`compare_pairs` creates these temp tables:
 
 * ``_cmp_pair_runs`` — each pair with both runs' run-level features;
 * ``_cmp_call_pos`` — tool calls aligned by position (one row per index of either side), for
   the pairs whose call sequences differ;
 * ``_cmp_multiset`` — for those pairs, calls per (name, argsHash) on each side;
-* ``_cmp_entry_diff`` — the policy and guardrail positions that differ;
-* ``_cmp_result`` — one row per pair: the summary flags, metrics and ``difference_count`` that
-  ``compare_records`` gives for the same pair (``equal`` is ``difference_count = 0``), plus the
+* ``_cmp_entry_diff`` — the policy and guardrail positions that differ, with both entries'
+  outcome (decision, reason, resource);
+* ``_cmp_result`` — one row per pair: the columns of ``_cmp_pairs``, then
+  :data:`RESULT_COLUMNS`: the summary flags, metrics and ``difference_count`` that
+  ``compare_records`` gives for the same pair (``equal`` is ``difference_count = 0``), the
   first divergence of the tool-call sequence and both run statuses.
 
 Every comparison is on keys of canonical JSON (:mod:`recstore.compare.features`), so equality is
@@ -26,7 +30,7 @@ from recstore.compare.ignore import IgnoreSpec
 
 __all__ = ["RESULT_COLUMNS", "compare_pairs"]
 
-# Columns of _cmp_result besides pair_index, in the order comparison_pairs stores them.
+# Columns of _cmp_result after those of _cmp_pairs, in the order comparison_pairs stores them.
 RESULT_COLUMNS = [
     "equal",
     "same_final_response",
@@ -51,6 +55,10 @@ RESULT_COLUMNS = [
 ]
 
 
+# What the aggregate report shows of a policy entry that changed (NULL for guardrails).
+_OUTCOME = ("decision", "reason", "resource_kind", "resource_name")
+
+
 def _sql_bool(flag: bool) -> str:
     return "TRUE" if flag else "FALSE"
 
@@ -66,11 +74,11 @@ def _align_calls(con: Any, compare_outputs: bool) -> None:
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _cmp_call_pos AS
-        WITH a AS (SELECT p.pair_index, c.call_index, c.name, c.args_key, c.has_output,
+        WITH a AS (SELECT p.pair_index, c.call_index, c.name, c.args_hash, c.has_output,
                           c.output_key
                    FROM _cmp_pair_runs p JOIN cmp_call_features c ON c.feature_id = p.a_fid
                    WHERE p.calls_differ),
-             b AS (SELECT p.pair_index, c.call_index, c.name, c.args_key, c.has_output,
+             b AS (SELECT p.pair_index, c.call_index, c.name, c.args_hash, c.has_output,
                           c.output_key
                    FROM _cmp_pair_runs p JOIN cmp_call_features c ON c.feature_id = p.b_fid
                    WHERE p.calls_differ),
@@ -78,8 +86,8 @@ def _align_calls(con: Any, compare_outputs: bool) -> None:
                 SELECT coalesce(a.pair_index, b.pair_index) AS pair_index,
                        coalesce(a.call_index, b.call_index) AS call_index,
                        a.call_index IS NOT NULL AS in_a, b.call_index IS NOT NULL AS in_b,
-                       a.name AS name_a, b.name AS name_b, a.args_key AS args_a,
-                       b.args_key AS args_b, a.has_output AS has_output_a,
+                       a.name AS name_a, b.name AS name_b, a.args_hash AS args_a,
+                       b.args_hash AS args_b, a.has_output AS has_output_a,
                        b.has_output AS has_output_b, a.output_key AS output_a,
                        b.output_key AS output_b
                 FROM a FULL OUTER JOIN b
@@ -118,52 +126,38 @@ def _fingerprints(section_fields: dict[str, frozenset[str]]) -> str:
     """
 
 
-def _entry_diff_by_keys(section: str) -> str:
-    """Differing positions of one section from the per-run key arrays (no positional join): for
-    pairs whose sequences differ, the indexes where the two keys are distinct (or one is
-    missing)."""
-    return f"""
-        SELECT pair_index, '{section}' AS section, entry_index::INTEGER AS entry_index,
-               entry_index < len(ka) AS in_a, entry_index < len(kb) AS in_b
-        FROM (SELECT p.pair_index, ra.{section}_keys AS ka, rb.{section}_keys AS kb,
-                     unnest(list_filter(range(greatest(len(ra.{section}_keys),
-                                                       len(rb.{section}_keys))),
-                                        lambda i: ra.{section}_keys[i + 1]
-                                                  IS DISTINCT FROM rb.{section}_keys[i + 1]))
-                         AS entry_index
-              FROM _cmp_pair_runs p
-              JOIN cmp_run_features ra ON ra.feature_id = p.a_fid
-              JOIN cmp_run_features rb ON rb.feature_id = p.b_fid
-              WHERE p.{section}_differ)
-    """
-
-
-def _entry_diff_by_fields(section: str, fields: frozenset[str]) -> str:
-    """Differing positions of one section with ignored fields: entries are compared by the
-    fingerprint of their remaining fields (positionally, by full outer join)."""
-    count = "policy_count" if section == "policy" else "guardrail_count"
+def _entry_diff(section: str, fields: frozenset[str]) -> str:
+    """Differing positions of one section, by a positional full outer join of both sides'
+    entries: exact, an entry is its key, and only pairs whose whole sequences differ are
+    aligned; with ignored fields, an object entry is the fingerprint of its other fields and
+    every pair with entries is aligned. Each row keeps both entries' outcome (policy only)."""
+    if fields:
+        fingerprint = """CASE WHEN e.is_object THEN coalesce(f.fp, hash(''))
+                              ELSE hash(e.entry_key) END"""
+        fields_join = f"""LEFT JOIN ({_fingerprints({section: fields})}) f
+                          USING (feature_id, section, entry_index)"""
+        count = "policy_count" if section == "policy" else "guardrail_count"
+        detail = f"{count}_a + {count}_b > 0"
+    else:
+        fingerprint, fields_join, detail = "e.entry_key", "", f"{section}_differ"
     return f"""
         SELECT * FROM (
-            WITH e AS (
-                SELECT e.feature_id, e.entry_index,
-                       CASE WHEN e.is_object THEN coalesce(f.fp, hash(''))
-                            ELSE hash(e.entry_key) END AS fp
-                FROM cmp_entry_features e
-                LEFT JOIN ({_fingerprints({section: fields})}) f
-                       USING (feature_id, section, entry_index)
+            WITH detail AS (SELECT pair_index, a_fid, b_fid FROM _cmp_pair_runs WHERE {detail}),
+            e AS (
+                SELECT e.feature_id, e.entry_index, {fingerprint} AS fp,
+                       {", ".join(f"e.{c}" for c in _OUTCOME)}
+                FROM cmp_entry_features e {fields_join}
                 WHERE e.section = '{section}'
+                  AND e.feature_id IN (SELECT a_fid FROM detail UNION SELECT b_fid FROM detail)
             ),
-            detail AS (SELECT pair_index, a_fid, b_fid FROM _cmp_pair_runs
-                       WHERE {count}_a + {count}_b > 0),
-            a AS (SELECT p.pair_index, e.entry_index, e.fp
-                  FROM detail p JOIN e ON e.feature_id = p.a_fid),
-            b AS (SELECT p.pair_index, e.entry_index, e.fp
-                  FROM detail p JOIN e ON e.feature_id = p.b_fid)
+            a AS (SELECT p.pair_index, e.* FROM detail p JOIN e ON e.feature_id = p.a_fid),
+            b AS (SELECT p.pair_index, e.* FROM detail p JOIN e ON e.feature_id = p.b_fid)
             SELECT coalesce(a.pair_index, b.pair_index) AS pair_index,
                    '{section}' AS section,
                    coalesce(a.entry_index, b.entry_index) AS entry_index,
                    a.entry_index IS NOT NULL AS in_a,
-                   b.entry_index IS NOT NULL AS in_b
+                   b.entry_index IS NOT NULL AS in_b,
+                   {", ".join(f"a.{c} AS {c}_a, b.{c} AS {c}_b" for c in _OUTCOME)}
             FROM a FULL OUTER JOIN b
               ON a.pair_index = b.pair_index AND a.entry_index = b.entry_index
             WHERE a.entry_index IS NULL OR b.entry_index IS NULL OR a.fp <> b.fp
@@ -175,11 +169,8 @@ def _align_entries(con: Any, ignore: IgnoreSpec) -> None:
     """``_cmp_entry_diff``: policy and guardrail positions that differ (missing on one side,
     or unequal), per section by keys (exact) or by field fingerprints (fields ignored)."""
     parts = [
-        _entry_diff_by_fields(section, fields) if fields else _entry_diff_by_keys(section)
-        for section, fields in (
-            ("policy", ignore.policy_fields),
-            ("guardrails", ignore.guardrail_fields),
-        )
+        _entry_diff("policy", ignore.policy_fields),
+        _entry_diff("guardrails", ignore.guardrail_fields),
     ]
     con.execute("CREATE OR REPLACE TEMP TABLE _cmp_entry_diff AS " + " UNION ALL ".join(parts))
 
@@ -212,11 +203,12 @@ def _multiset(con: Any) -> None:
 
 
 def _pair_runs(con: Any) -> None:
-    """``_cmp_pair_runs``: each pair with both runs' run-level features side by side."""
+    """``_cmp_pair_runs``: each pair (every column of ``_cmp_pairs``) with both runs' run-level
+    features side by side."""
     con.execute(
         """
         CREATE OR REPLACE TEMP TABLE _cmp_pair_runs AS
-        SELECT p.pair_index, p.a_fid, p.b_fid,
+        SELECT p.*,
                ra.status AS status_a, rb.status AS status_b,
                ra.response_length AS response_length_a, rb.response_length AS response_length_b,
                ra.tool_call_count AS tool_calls_a, rb.tool_call_count AS tool_calls_b,
@@ -249,6 +241,7 @@ def compare_pairs(
     positional comparison of that section: they have no differences there.
     """
     ignore = ignore or IgnoreSpec()
+    carried = [d[0] for d in con.execute("SELECT * FROM _cmp_pairs LIMIT 0").description]
     on = {
         s: s in sections and s not in ignore.sections
         for s in ("response", "toolCalls", "policy", "guardrails", "metadata")
@@ -297,8 +290,7 @@ def compare_pairs(
             else ""
         }
         flags AS (
-            SELECT f.pair_index, f.status_a, f.status_b,
-                   f.response_length_a, f.response_length_b, f.tool_calls_a, f.tool_calls_b,
+            SELECT f.*,
                    (CASE WHEN f.calls_differ THEN coalesce(ms.matched, 0) ELSE f.tool_calls_a END)
                        ::INTEGER AS matched_tool_calls,
                    {resp} AND f.response_differs AS response_diff,
@@ -329,7 +321,7 @@ def compare_pairs(
             LEFT JOIN multiset ms USING (pair_index)
             LEFT JOIN entries en USING (pair_index)
         )
-        SELECT f.pair_index,
+        SELECT {", ".join(f"f.{name}" for name in carried)},
                (f.response_diff::INTEGER + f.calls_length_diff::INTEGER + f.call_position_diffs
                 + f.policy_length_diff::INTEGER + f.policy_diffs
                 + f.guardrail_length_diff::INTEGER + f.guardrail_diffs

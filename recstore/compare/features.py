@@ -1,11 +1,17 @@
-"""Per-record comparison features: the canonical-JSON keys the set-based engine joins on.
+"""Comparison features: what the set-based engine compares, per stored revision.
 
-Each stored revision is reduced once to rows of the ``cmp_*_features`` tables
-(schema/010_compare.sql); comparisons then run as SQL over those rows. Every ``*_key`` is the
-first 64 bits of the sha256 of ``recstore.canonical.canonical_json`` text (BIGINT, so the joins
-and comparisons are integer work): two values get equal keys exactly when aioc's
-``compareRunRecords`` sees them as equal, up to a 2**-64 chance per compared pair of distinct
-values. ``args_key`` is the same prefix of aioc's ``argsHash``.
+A *current* revision's features are the comparison keys its projections computed at ingest; the
+views ``cmp_run_features``, ``cmp_call_features`` and ``cmp_entry_features``
+(schema/010_compare.sql) show them under the revision's ``first_seq``. Nothing is computed when a
+comparison runs. Only a revision that is no longer current (pinned by an explicit pair) is reduced
+here, from its record, the first time a comparison names it: :func:`record_features`, cached in
+``cmp_pinned_*`` under a negative feature id. Both paths take every key from
+:mod:`recstore.records.keys`, so a revision compares the same whichever path its features came
+from. ``--ignore`` of fields inside entries needs one key per top-level field
+(:func:`record_fields`), computed per revision the first time a comparison ignores a field.
+
+:func:`resolve_features` gives every run a comparison names its feature id, computing what is
+missing; the engine then reads features only through the views.
 
 Example:
     >>> f = record_features({"response": "ok", "items": [], "policyDecisions": []})
@@ -15,102 +21,87 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
 from recstore.canonical import canonical_json
-from recstore.records import extract_tool_calls, utf16_length
-from recstore.records.toolcalls import UNDEFINED
+from recstore.formats.events import events_to_record
+from recstore.progress import NO_PROGRESS, Progress
+from recstore.records import extract_tool_calls
+from recstore.records.keys import RunKeys, call_keys, calls_key, entry_keys, key_of, sequence_key
+from recstore.store.agentuse_ingest import stored_record
+from recstore.store.projection import policy_outcome
+from recstore.store.tables import insert_columns, registered
 
 __all__ = [
     "RecordFeatures",
     "key_of",
-    "missing_revisions",
     "record_features",
     "record_fields",
-    "store_features",
+    "resolve_features",
     "store_fields",
+    "store_pinned",
+    "stored_revisions",
 ]
 
-_SIGN = 1 << 63
-
-
-def _text_key(text: str) -> int:
-    """Signed 64-bit prefix of sha256(text) (fits DuckDB BIGINT)."""
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big", signed=True)
-
-
-def _hex_key(hex_digest: str) -> int:
-    """The same 64-bit prefix of a sha256 already in hex (aioc's argsHash)."""
-    value = int(hex_digest[:16], 16)
-    return value - (1 << 64) if value >= _SIGN else value
-
-
-def key_of(value: Any) -> int:
-    """Comparison key of a JSON value: 64-bit prefix of sha256 of its canonical JSON."""
-    return _text_key(canonical_json(value))
-
-
-def _output_key(call: dict) -> int:
-    """As ``records.toolcalls.output_canonical``: a missing output compares as "[undefined]"."""
-    return key_of(call["output"] if "output" in call else UNDEFINED)
-
-
-def _text(value: Any) -> str | None:
-    """A value as storable text: strings as they are (lone surrogates escaped), else its JSON."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-            return value
-        except UnicodeEncodeError:
-            return canonical_json(value)[1:-1]
-    return canonical_json(value)
-
-
-def _or_empty(value: Any, empty: Any) -> Any:
-    return empty if value is None else value
+# Revisions reduced per round trip (bounds memory when many are missing).
+_CHUNK = 5000
+# A guardrail entry has no policy outcome (decision, reason, resource kind and name).
+_NO_OUTCOME = (None, None, None, None)
+# What a reassembled record may leave out: comparisons never read these arrays.
+UNCOMPARED = ("prompt_snapshot", "request_fingerprint", "suspended_proposal")
+# Field keys read only the policy and guardrail entries and the metadata.
+_UNUSED_BY_FIELDS = (*UNCOMPARED, "item_appended")
 
 
 @dataclass
 class RecordFeatures:
-    """Feature rows of one record (``feature_id`` is filled when stored)."""
+    """The features of one record, in the column order of the ``cmp_pinned_*`` tables."""
 
     run: dict[str, Any]
-    calls: list[tuple] = field(default_factory=list)
+    calls: list[tuple] = field(default_factory=list)  # (call_index, name, args_hash, ...)
+    # (section, entry_index, entry_key, is_object, decision, reason, resource_kind, ..._name)
     entries: list[tuple] = field(default_factory=list)
-    fields: list[tuple] = field(default_factory=list)
 
 
-def _object_fields(section: str, index: int, value: Any, out: list[tuple]) -> None:
+def record_features(record: dict) -> RecordFeatures:
+    """Reduce one JSON-form RunRecord to the features its projections would hold (pure)."""
+    calls = extract_tool_calls(record)
+    policy = record.get("policyDecisions") or []
+    policy_keys = entry_keys(policy)
+    guardrail_keys = entry_keys(record.get("guardrailDecisions"))
+    run = {
+        "status": record.get("status"),
+        **asdict(RunKeys.of(record)),
+        "tool_call_count": len(calls),
+        "calls_full_key": calls_key(calls),
+        "policy_seq_key": sequence_key([key for key, _ in policy_keys]),
+        "guardrails_seq_key": sequence_key([key for key, _ in guardrail_keys]),
+    }
+    entries = [
+        ("policy", i, key, is_object, *policy_outcome(entry))
+        for i, (entry, (key, is_object)) in enumerate(zip(policy, policy_keys, strict=True))
+    ]
+    entries += [
+        ("guardrails", i, key, is_object, *_NO_OUTCOME)
+        for i, (key, is_object) in enumerate(guardrail_keys)
+    ]
+    return RecordFeatures(
+        run=run,
+        calls=[(i, call["name"], *call_keys(call)) for i, call in enumerate(calls)],
+        entries=entries,
+    )
+
+
+def _object_fields(section: str, index: int, value: dict, out: list[tuple]) -> None:
     # aioc drops "__proto__" from canonical objects, so it never takes part in equality.
     for key, item in value.items():
         if key != "__proto__":
             out.append((section, index, canonical_json(key), key_of(item)))
-
-
-def _entries(section: str, entries: list, out: RecordFeatures) -> None:
-    for index, entry in enumerate(entries):
-        is_object = isinstance(entry, dict)
-        resource = entry.get("resource") if is_object else None
-        resource = resource if isinstance(resource, dict) else {}
-        out.entries.append(
-            (
-                section,
-                index,
-                key_of(entry),
-                is_object,
-                _text(entry.get("decision")) if is_object else None,
-                _text(entry.get("reason")) if is_object else None,
-                _text(resource.get("kind")),
-                _text(resource.get("name")),
-            )
-        )
 
 
 def record_fields(record: dict) -> list[tuple]:
@@ -118,7 +109,7 @@ def record_fields(record: dict) -> list[tuple]:
     guardrail entries and of the metadata: only ``--ignore`` of a field needs them."""
     out: list[tuple] = []
     for section, key in (("policy", "policyDecisions"), ("guardrails", "guardrailDecisions")):
-        for index, entry in enumerate(_or_empty(record.get(key), [])):
+        for index, entry in enumerate(record.get(key) or ()):
             if isinstance(entry, dict):
                 _object_fields(section, index, entry, out)
     metadata = record.get("metadata")
@@ -127,151 +118,175 @@ def record_fields(record: dict) -> list[tuple]:
     return out
 
 
-def record_features(
-    record: dict, *, run_key: str = "", record_hash: str = "", with_fields: bool = True
-) -> RecordFeatures:
-    """Reduce one JSON-form RunRecord to its comparison features (pure; no I/O).
-
-    ``with_fields=False`` leaves out the per-field rows (about half the work); they can be added
-    later with :func:`record_fields` when a comparison ignores fields."""
-    metadata = _or_empty(record.get("metadata"), {})
-    policy = _or_empty(record.get("policyDecisions"), [])
-    guardrails = _or_empty(record.get("guardrailDecisions"), [])
-    calls = extract_tool_calls(record)
-    out = RecordFeatures(
-        run={
-            "run_key": run_key,
-            "record_hash": record_hash,
-            "run_id": _text(record.get("runId")),
-            "status": _text(record.get("status")),
-            "response_key": key_of(record["response"]),
-            "response_length": utf16_length(record["response"]),
-            "metadata_key": key_of(metadata),
-            "metadata_is_object": isinstance(metadata, dict),
-            "has_fields": with_fields,
-            "tool_call_count": len(calls),
-            "policy_count": len(policy),
-            "guardrail_count": len(guardrails),
-        }
-    )
-    for index, call in enumerate(calls):
-        out.calls.append(
-            (
-                index,
-                _text(call["name"]),
-                _hex_key(call["argsHash"]),
-                call["hasOutput"],
-                _output_key(call) if call["hasOutput"] else None,
-            )
-        )
-    _entries("policy", policy, out)
-    _entries("guardrails", guardrails, out)
-    if with_fields:
-        out.fields = record_fields(record)
-    # A whole-sequence key (calls) and key arrays (entries): pairs whose sequences are equal
-    # skip the positional comparison.
-    out.run["calls_full_key"] = _text_key(repr([row[1:5] for row in out.calls]))
-    for section in ("policy", "guardrails"):
-        keys = [row[2] for row in out.entries if row[0] == section]
-        out.run[f"{section}_keys"] = keys
-        out.run[f"{section}_seq_key"] = _text_key(repr(keys))
-    return out
+def _new_ids(con: duckdb.DuckDBPyConnection, count: int) -> list[int]:
+    """Fresh pinned feature ids: negative, so no seq (a current revision's id) equals one."""
+    cursor = con.execute("SELECT -nextval('cmp_pinned_seq') FROM range(?)", [count])
+    return [fid for (fid,) in cursor.fetchall()]
 
 
-_RUN_COLUMNS = [
-    "feature_id",
-    "run_key",
-    "record_hash",
-    "run_id",
-    "status",
-    "response_key",
-    "response_length",
-    "metadata_key",
-    "metadata_is_object",
-    "has_fields",
-    "tool_call_count",
-    "policy_count",
-    "guardrail_count",
-    "calls_full_key",
-    "policy_keys",
-    "guardrails_keys",
-    "policy_seq_key",
-    "guardrails_seq_key",
-]
-_CALL_COLUMNS = ["feature_id", "call_index", "name", "args_key", "has_output", "output_key"]
-_ENTRY_COLUMNS = [
-    "feature_id",
-    "section",
-    "entry_index",
-    "entry_key",
-    "is_object",
-    "decision",
-    "reason",
-    "resource_kind",
-    "resource_name",
-]
-_FIELD_COLUMNS = ["feature_id", "section", "entry_index", "field", "value_key"]
-
-
-def _append(con: Any, table: str, columns: list[str], rows: list[tuple]) -> None:
-    if not rows:
-        return
-    arrow = pa.table({name: [r[i] for r in rows] for i, name in enumerate(columns)})
-    con.register("_cmp_append", arrow)
-    try:
-        con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM _cmp_append")
-    finally:
-        con.unregister("_cmp_append")
-
-
-def store_features(con: Any, features: Iterable[RecordFeatures]) -> dict[tuple[str, str], int]:
-    """Insert feature rows (one Arrow append per table); returns ``{(run_key, hash): id}``."""
-    features = list(features)
-    if not features:
-        return {}
-    ids = [
-        row[0]
-        for row in con.execute(
-            "SELECT nextval('cmp_feature_seq') FROM range(?)", [len(features)]
-        ).fetchall()
-    ]
-    runs, calls, entries, fields = [], [], [], []
-    for fid, feat in zip(ids, features, strict=True):
-        runs.append((fid, *(feat.run[c] for c in _RUN_COLUMNS[1:])))
+def store_pinned(
+    con: duckdb.DuckDBPyConnection, revisions: list[tuple[str, int, RecordFeatures]]
+) -> list[int]:
+    """Cache the features of pinned revisions ``(run_key, revision, features)``; returns their
+    feature ids."""
+    ids = _new_ids(con, len(revisions))
+    runs, calls, entries = [], [], []
+    for fid, (run_key, revision, feat) in zip(ids, revisions, strict=True):
+        runs.append((fid, run_key, revision, *feat.run.values()))
         calls.extend((fid, *row) for row in feat.calls)
         entries.extend((fid, *row) for row in feat.entries)
-        fields.extend((fid, *row) for row in feat.fields)
-    _append(con, "cmp_run_features", _RUN_COLUMNS, runs)
-    _append(con, "cmp_call_features", _CALL_COLUMNS, calls)
-    _append(con, "cmp_entry_features", _ENTRY_COLUMNS, entries)
-    _append(con, "cmp_field_features", _FIELD_COLUMNS, fields)
-    return {
-        (f.run["run_key"], f.run["record_hash"]): fid for fid, f in zip(ids, features, strict=True)
-    }
+    run_columns = ("feature_id", "run_key", "revision", *revisions[0][2].run) if runs else ()
+    insert_columns(con, "cmp_pinned_runs", run_columns, runs)
+    insert_columns(
+        con,
+        "cmp_pinned_calls",
+        ("feature_id", "call_index", "name", "args_hash", "has_output", "output_key"),
+        calls,
+    )
+    insert_columns(
+        con,
+        "cmp_pinned_entries",
+        (
+            "feature_id", "section", "entry_index", "entry_key", "is_object", "decision",
+            "reason", "resource_kind", "resource_name",
+        ),
+        entries,
+    )
+    return ids
 
 
-def store_fields(con: Any, rows: list[tuple], feature_ids: list[int]) -> None:
-    """Append field rows ``(feature_id, section, entry_index, field, value_key)`` and mark
-    ``feature_ids`` (including those without any field) as having them."""
-    _append(con, "cmp_field_features", _FIELD_COLUMNS, rows)
+def store_fields(con: duckdb.DuckDBPyConnection, records: list[tuple[int, dict]]) -> None:
+    """Add the field rows of ``(feature_id, record)`` revisions and list them as having them."""
+    insert_columns(
+        con,
+        "cmp_field_features",
+        ("feature_id", "section", "entry_index", "field", "value_key"),
+        [(fid, *row) for fid, record in records for row in record_fields(record)],
+    )
+    insert_columns(con, "cmp_field_revisions", ("feature_id",), [(fid,) for fid, _ in records])
+
+
+def stored_revisions(
+    con: duckdb.DuckDBPyConnection,
+    revisions: list[tuple[str, int]],
+    skip: tuple[str, ...] = UNCOMPARED,
+) -> Iterator[tuple[str, int, dict]]:
+    """``(run_key, revision, record)`` of stored revisions, read in one query. aioc records come
+    back without the arrays of the ``skip`` event types (empty; by default what no comparison
+    reads: prompt snapshots, request fingerprints, suspended proposals)."""
+    for key, revision in revisions:
+        if key.startswith("agentuse:"):  # a file-event stream, folded by its own reader
+            yield key, revision, stored_record(con, key, revision)
+    aioc = [(k, r) for k, r in revisions if not k.startswith("agentuse:")]
+    if not aioc:
+        return
+    wanted = pa.table({"run_key": [k for k, _ in aioc], "revision": [r for _, r in aioc]})
+    with registered(con, "_cmp_wanted", wanted):
+        cursor = con.execute(
+            """
+            SELECT s.stream_key, s.revision, e.type, e.payload
+            FROM _cmp_wanted w
+            JOIN streams s ON s.stream_key = w.run_key AND s.revision = w.revision
+            JOIN events e
+              ON e.stream_key = s.stream_key AND e.seq BETWEEN s.first_seq AND s.last_seq
+            WHERE e.type NOT IN (SELECT unnest(?))
+            ORDER BY e.seq
+            """,
+            [list(skip)],
+        )
+        head: tuple[str, int] | None = None
+        events: list[tuple[str, str]] = []
+        while batch := cursor.fetchmany(10_000):
+            for key, revision, etype, payload in batch:
+                if head is not None and head != (key, revision):
+                    yield *head, events_to_record(events)
+                    events = []
+                head = (key, revision)
+                events.append((etype, payload))
+        if head is not None:
+            yield *head, events_to_record(events)
+
+
+def _pin_missing(con: duckdb.DuckDBPyConnection, progress: Progress) -> None:
+    """``_cmp_pinned(run_key, revision, first_seq, feature_id)``: the pinned revisions of
+    ``_cmp_pairing`` that are not current, reduced here the first time one is named."""
+    sql = """
+        CREATE OR REPLACE TEMP TABLE _cmp_pinned AS
+        WITH asked AS (SELECT a_key AS run_key, a_rev AS revision FROM _cmp_pairing
+                       WHERE a_rev IS NOT NULL
+                       UNION SELECT b_key, b_rev FROM _cmp_pairing WHERE b_rev IS NOT NULL)
+        SELECT w.run_key, w.revision, s.first_seq, p.feature_id
+        FROM asked w
+        JOIN streams s ON s.stream_key = w.run_key AND s.revision = w.revision
+        JOIN proj_runs r ON r.run_key = w.run_key AND r.revision <> w.revision
+        LEFT JOIN cmp_pinned_runs p ON p.run_key = w.run_key AND p.revision = w.revision
+    """
+    con.execute(sql)
+    missing = con.execute(
+        "SELECT run_key, revision FROM _cmp_pinned WHERE feature_id IS NULL ORDER BY ALL"
+    ).fetchall()
+    for start in range(0, len(missing), _CHUNK):
+        chunk = missing[start : start + _CHUNK]
+        store_pinned(
+            con,
+            [
+                (key, revision, record_features(record))
+                for key, revision, record in stored_revisions(con, chunk)
+            ],
+        )
+        progress.update(start + len(chunk), len(missing))
+    if missing:
+        con.execute(sql)
+
+
+def _add_fields(con: duckdb.DuckDBPyConnection, progress: Progress) -> None:
+    """Field rows for the revisions of ``_cmp_pairs`` that have none yet."""
+    lacking = con.execute(
+        """
+        SELECT run_key, revision, feature_id FROM cmp_run_features
+        WHERE feature_id IN (SELECT a_fid FROM _cmp_pairs UNION SELECT b_fid FROM _cmp_pairs)
+          AND feature_id NOT IN (SELECT feature_id FROM cmp_field_revisions)
+        ORDER BY ALL
+        """
+    ).fetchall()
+    ids = {(key, revision): fid for key, revision, fid in lacking}
+    for start in range(0, len(lacking), _CHUNK):
+        chunk = [(key, revision) for key, revision, _ in lacking[start : start + _CHUNK]]
+        store_fields(
+            con,
+            [
+                (ids[key, revision], record)
+                for key, revision, record in stored_revisions(con, chunk, _UNUSED_BY_FIELDS)
+            ],
+        )
+        progress.update(start + len(chunk), len(lacking))
+
+
+def resolve_features(
+    con: duckdb.DuckDBPyConnection, with_fields: bool, progress: Progress = NO_PROGRESS
+) -> None:
+    """``_cmp_pairs(pair_index, a_revision, b_revision, a_seq, b_seq, a_fid, b_fid)`` (a view)
+    from ``_cmp_pairing``: each side's compared revision (``*_seq``: its first event seq, which
+    identifies it in the log) and feature id; the run keys stay in ``_cmp_pairing``, so the
+    engine carries only integers through its tables. A current revision's features are its
+    projections'; a pinned older one is reduced the first time a comparison names it. With
+    ``with_fields``, revisions without field rows get them. ``progress`` follows the records
+    reduced (there are none unless a revision is pinned or fields are ignored)."""
+    _pin_missing(con, progress)
     con.execute(
-        "UPDATE cmp_run_features SET has_fields = TRUE WHERE list_contains(?, feature_id)",
-        [feature_ids],
+        """
+        CREATE OR REPLACE TEMP VIEW _cmp_pairs AS
+        SELECT p.pair_index,
+               coalesce(p.a_rev, p.a_current_rev) AS a_revision,
+               coalesce(p.b_rev, p.b_current_rev) AS b_revision,
+               coalesce(qa.first_seq, p.a_current) AS a_seq,
+               coalesce(qb.first_seq, p.b_current) AS b_seq,
+               coalesce(qa.feature_id, p.a_current) AS a_fid,
+               coalesce(qb.feature_id, p.b_current) AS b_fid
+        FROM _cmp_pairing p
+        LEFT JOIN _cmp_pinned qa ON qa.run_key = p.a_key AND qa.revision = p.a_rev
+        LEFT JOIN _cmp_pinned qb ON qb.run_key = p.b_key AND qb.revision = p.b_rev
+        """
     )
-
-
-def missing_revisions(con: Any, revisions: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The ``(run_key, record_hash)`` revisions that have no feature rows yet."""
-    if not revisions:
-        return []
-    con.register(
-        "_cmp_wanted",
-        pa.table({"run_key": [r[0] for r in revisions], "record_hash": [r[1] for r in revisions]}),
-    )
-    try:
-        return con.execute(
-            "SELECT DISTINCT w.run_key, w.record_hash FROM _cmp_wanted w "
-            "ANTI JOIN cmp_run_features f USING (run_key, record_hash) ORDER BY ALL"
-        ).fetchall()
-    finally:
-        con.unregister("_cmp_wanted")
+    if with_fields:
+        _add_fields(con, progress)

@@ -13,6 +13,7 @@ from recstore.query.api import (
     execute,
     open_reader,
     run_query,
+    select_gate_run_sets,
     select_gate_runs,
     select_run_keys,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "load_saved",
     "open_reader",
     "run_query",
+    "select_gate_run_sets",
     "select_gate_runs",
     "select_run_keys",
     "write_result",

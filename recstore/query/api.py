@@ -4,12 +4,13 @@ for another engine. The CLI and the compare/sweep layers call only these functio
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import pyarrow as pa
 from sqlglot import exp
 
 from recstore.errors import EmptySelectionError, InputError
@@ -155,6 +156,10 @@ def select_run_keys(store: Store, dsl_filter: str, params: Mapping[str, Any] | N
         return [row[0] for row in con.execute(tree.sql(dialect="duckdb", comments=False)).fetchall()]
 
 
+# Columns of the runs view that joins add to run_rows (a selection that reads neither skips them).
+_JOINED_RUN_COLUMNS = frozenset({"record_hash", "source_uri"})
+
+
 def select_gate_runs(store: Store, text: str, *, what: str, allow_empty: bool = False,
                      params: Mapping[str, Any] | None = None) -> list[str]:
     """:func:`select_run_keys` for a gate (compare, replay, sweep): a selection that matches no
@@ -165,20 +170,52 @@ def select_gate_runs(store: Store, text: str, *, what: str, allow_empty: bool = 
             names the selection as ``what`` (e.g. ``the baseline filter``).
     """
     keys = select_run_keys(store, text, params=params)
-    if not keys and not allow_empty:
-        raise EmptySelectionError(
-            f"{what} {text!r} selects no runs: nothing would be checked "
-            "(--allow-empty accepts an empty selection)", what=what)
+    _require_selection(len(keys), text, what, allow_empty)
     return keys
 
 
-def run_key_tree(query: CompiledQuery) -> exp.Query:
-    """The ``run_key`` column of ``query``'s rows (distinct, ordered)."""
+def select_gate_run_sets(store: Store, selections: Sequence[tuple[str, str]], *,
+                         allow_empty: bool = False) -> list[pa.Table]:
+    """:func:`select_gate_runs` for several ``(what, text)`` selections at once (bulk compare's
+    two sides): the run keys each selects as a one-column (``run_key``) Arrow table, distinct
+    and in no particular order, read in one locked-down connection with no Python object per
+    run.
+
+    Raises:
+        EmptySelectionError: as :func:`select_gate_runs`, for the first empty selection.
+    """
+    out = []
+    with open_reader(store) as con:
+        catalog = catalog_from_connection(con)
+        for what, text in selections:
+            tree = run_key_tree(compile_query(text, catalog), ordered=False)
+            keys = con.sql(tree.sql(dialect="duckdb", comments=False)).to_arrow_table()
+            _require_selection(keys.num_rows, text, what, allow_empty)
+            out.append(keys)
+    return out
+
+
+def _require_selection(count: int, text: str, what: str, allow_empty: bool) -> None:
+    if not count and not allow_empty:
+        raise EmptySelectionError(
+            f"{what} {text!r} selects no runs: nothing would be checked "
+            "(--allow-empty accepts an empty selection)", what=what)
+
+
+def run_key_tree(query: CompiledQuery, ordered: bool = True) -> exp.Query:
+    """The ``run_key`` column of ``query``'s rows (distinct; ``ordered``: in the query's own
+    order, else by run key)."""
     tree = query.tree
     from_table = tree.args["from_"].this if isinstance(tree, exp.Select) else None
     if query.language == "dsl" and isinstance(from_table, exp.Table) and from_table.name == "runs":
         keys = tree.copy()
         keys.set("expressions", [exp.column("run_key", table="runs")])
-        return keys if keys.args.get("order") else keys.order_by(exp.column("run_key", "runs"))
-    return (exp.select("run_key").distinct().from_(tree.subquery("q"))
-            .order_by(exp.column("run_key")))
+        if not any(c.name in _JOINED_RUN_COLUMNS for c in keys.find_all(exp.Column)):
+            # the selection reads run_rows, under the name runs, without the joins it ignores
+            keys.args["from_"].set("this", exp.to_table("run_rows").as_("runs"))
+        # a limit without an order takes the first runs by run key, ordered or not
+        if keys.args.get("order") or not (ordered or keys.args.get("limit")):
+            return keys
+        return keys.order_by(exp.column("run_key", "runs"))
+    keys = exp.select("run_key").distinct().from_(tree.subquery("q"))
+    return keys.order_by(exp.column("run_key")) if ordered else keys

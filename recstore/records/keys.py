@@ -25,26 +25,19 @@ from recstore.records.toolcalls import UNDEFINED
 
 __all__ = [
     "RunKeys",
+    "call_keys",
     "call_output_key",
     "calls_key",
-    "hex_key",
+    "entry_keys",
     "key_of",
     "sequence_key",
     "text_key",
 ]
 
-_SIGN = 1 << 63
-
 
 def text_key(data: bytes) -> int:
     """Signed 64-bit prefix of sha256(data)."""
     return int.from_bytes(hashlib.sha256(data).digest()[:8], "big", signed=True)
-
-
-def hex_key(hex_digest: str) -> int:
-    """The same 64-bit prefix of a sha256 given in hex (aioc's argsHash)."""
-    value = int(hex_digest[:16], 16)
-    return value - (1 << 64) if value >= _SIGN else value
 
 
 def key_of(value: Any) -> int:
@@ -58,6 +51,18 @@ def call_output_key(call: dict) -> int | None:
     if not call["hasOutput"]:
         return None
     return key_of(call["output"] if "output" in call else UNDEFINED)
+
+
+def call_keys(call: dict) -> tuple[bytes, bool, int | None]:
+    """``(args_hash, has_output, output_key)`` of an extracted call: aioc's argsHash as its 32
+    bytes, whether an output was recorded, and the output's key (:func:`call_output_key`)."""
+    return bytes.fromhex(call["argsHash"]), bool(call["hasOutput"]), call_output_key(call)
+
+
+def entry_keys(entries: list | None) -> list[tuple[int, bool]]:
+    """``(key, is_object)`` of every element of a record array (policy or guardrail decisions);
+    ``None`` (an absent or null array) has none. aioc compares these entries whole."""
+    return [(key_of(entry), isinstance(entry, dict)) for entry in entries or ()]
 
 
 def calls_key(analysis: Any) -> int:

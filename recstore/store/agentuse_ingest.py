@@ -161,7 +161,7 @@ def project_run(
     findings = rows["proj_findings"]
     findings.extend(
         {
-            "run_key": ctx.run_key,
+            "run_seq": ctx.first_seq,
             "finding_index": len(findings) + i,
             "code": f"agentuse.{p.code}",
             "message": p.reason,
@@ -252,7 +252,7 @@ def _visit_rows(run: AgentuseRun, ctx: RunContext, origins: list) -> list[dict]:
         span = spans.get(i, [])
         rows.append(
             {
-                "run_key": ctx.run_key,
+                "run_seq": ctx.first_seq,
                 "visit_index": i,
                 "agent": v.agent_id,
                 "entered_after_turn": None,
@@ -291,7 +291,7 @@ def _gate_rows(
         payload = {k: v for k, v in (g.resume_payload or {}).items() if k not in _SECRET_KEYS}
         rows.append(
             {
-                "run_key": ctx.run_key,
+                "run_seq": ctx.first_seq,
                 "proposal_index": i,
                 "turn": g.turn,
                 "call_id": g.call_id,

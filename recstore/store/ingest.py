@@ -253,6 +253,9 @@ class BatchWriter:
         self.summary = IngestSummary()
         self._progress = progress  # records read so far (their total is unknown up front)
         self._streams: dict[str, _Stream | None] = {}  # run key -> state; None: not stored
+        # Looks stored streams up while a batch commits through ``con``: what was committed
+        # before this writer began is all it needs (what the writer appended, it remembers).
+        self._reader = con.cursor()
         self._columns: dict = {}  # insert_columns' column cache for this connection
         self._next_seq = self._max("SELECT max(seq) FROM events") + 1
         self._next_batch = self._max("SELECT max(batch_id) FROM batches") + 1
@@ -268,6 +271,21 @@ class BatchWriter:
         row = con.execute("SELECT hash FROM batches ORDER BY batch_id DESC LIMIT 1").fetchone()
         self._prev_hash: bytes | None = row[0] if row else None
         self._batch = _Batch(self._next_batch)
+
+    def __enter__(self) -> BatchWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let a batch still committing end (after an error), stop the worker processes, and
+        close the look-up cursor (an open cursor would keep the store's file lock)."""
+        if self._commit_thread is not None:
+            self._commit_thread.join()
+            self._commit_thread = None
+        self._preparer.close()
+        self._reader.close()
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -309,14 +327,9 @@ class BatchWriter:
     ) -> IngestSummary:
         """Read every source, store its records, flush, and return the summary."""
         start = time.monotonic()
-        try:
-            for source in sources:
-                self._ingest_source(source, lineage or [])
-            self.flush()
-        finally:
-            self._preparer.close()
-            if self._commit_thread is not None:  # only after an error: let it end before closing
-                self._commit_thread.join()
+        for source in sources:
+            self._ingest_source(source, lineage or [])
+        self.flush()
         self.summary.seconds = time.monotonic() - start
         return self.summary
 
@@ -374,7 +387,7 @@ class BatchWriter:
         if not unknown:
             return
         wanted = pa.table({"stream_key": pa.array(unknown, pa.string())})  # noqa: F841
-        rows = self.con.execute(
+        rows = self._reader.execute(
             """
             SELECT s.stream_key, s.record_hash, s.revision, coalesce(r.tags::VARCHAR, '{}')
             FROM streams s SEMI JOIN wanted w USING (stream_key)
@@ -397,7 +410,7 @@ class BatchWriter:
             return 0
         if state.next_pos is not None:
             return state.next_pos
-        row = self.con.execute(
+        row = self._reader.execute(
             "SELECT max(stream_pos) FROM events WHERE stream_key = ?", [key]
         ).fetchone()
         return (row[0] if row and row[0] is not None else -1) + 1
@@ -601,8 +614,6 @@ class BatchWriter:
             batch.events_digest.hexdigest() if event_count else EMPTY_DIGEST,
             batch.streams_digest.hexdigest() if batch.streams_digest.count else EMPTY_DIGEST,
         )
-        # Arrow conversion needs the GIL, so it happens here; the thread only runs DuckDB.
-        inserts = self._stage(batch)
         batch_row = {
             "batch_id": batch.batch_id,
             "ingest_id": self.ingest_id,
@@ -621,7 +632,7 @@ class BatchWriter:
         self._batch = _Batch(self._next_batch)
         self._commit_thread = threading.Thread(
             target=self._commit_batch,
-            args=(inserts, batch_row, sorted(batch.replaced), batch.tag_updates),
+            args=(batch, batch_row),
             name="recstore-batch-commit",
         )
         self._commit_thread.start()
@@ -678,23 +689,20 @@ class BatchWriter:
         if error is not None:
             raise error
 
-    def _commit_batch(
-        self,
-        inserts: list[StagedInsert],
-        batch_row: dict[str, Any],
-        replaced: list[str],
-        tag_updates: dict[str, str],
-    ) -> None:
+    def _commit_batch(self, batch: _Batch, batch_row: dict[str, Any]) -> None:
+        """Stage ``batch`` as Arrow tables and commit it (on the commit thread: Arrow conversion
+        holds the GIL only in parts, DuckDB releases it)."""
         con = self._con
         try:
+            inserts = self._stage(batch)
             con.execute("BEGIN TRANSACTION")
             try:
-                if replaced:
-                    delete_projections(con, replaced)
+                if batch.replaced:
+                    delete_projections(con, sorted(batch.replaced))
                 for staged in inserts:
                     staged.run(con)
-                if tag_updates:
-                    _update_tags(con, tag_updates)
+                if batch.tag_updates:
+                    _update_tags(con, batch.tag_updates)
                 batch_row["committed_at"] = _now()
                 insert_columns(
                     con, "batches", tuple(batch_row), [tuple(batch_row.values())],
@@ -728,7 +736,12 @@ def delete_projections(con: duckdb.DuckDBPyConnection, run_keys: list[str]) -> N
     """Remove the projection rows of ``run_keys`` (before their new revision is projected)."""
     replaced = pa.table({"run_key": pa.array(run_keys, pa.string())})  # noqa: F841 - read by SQL
     for table in PROJECTION_TABLES:
-        con.execute(f"DELETE FROM {table} WHERE run_key IN (SELECT run_key FROM replaced)")
+        if table != "proj_runs":  # the others name the run by its revision's first seq
+            con.execute(
+                f"DELETE FROM {table} WHERE run_seq IN (SELECT first_seq FROM proj_runs "
+                "WHERE run_key IN (SELECT run_key FROM replaced))"
+            )
+    con.execute("DELETE FROM proj_runs WHERE run_key IN (SELECT run_key FROM replaced)")
 
 
 def _chunks(inputs: Iterator, size: int) -> Iterator[list]:

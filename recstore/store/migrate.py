@@ -8,7 +8,8 @@ payloads zstd-compressed and projects into narrow ``proj_*`` tables behind views
 docs/DESIGN.md). The upgrade rewrites the log row for row (nothing is dropped: every event,
 stream, source, reject, batch and lineage row keeps its ids), recomputes the batch chain over
 it, and rebuilds the projections, in one transaction, the first time a writer opens the store.
-Comparison feature caches are emptied (they rebuild on use).
+Comparison feature caches are dropped (the projections hold the features); recorded comparison
+pairs are kept, naming their revisions by first seq.
 """
 
 from __future__ import annotations
@@ -38,6 +39,15 @@ _OLD_PROJECTIONS = (
     "run_input_prefixes",
 )
 _OLD_LOG = ("events", "streams", "sources", "rejects", "batches")
+# Comparison feature caches of layout 1 (its feature views take these names now).
+_OLD_COMPARE_CACHES = (
+    "cmp_run_features", "cmp_call_features", "cmp_entry_features", "cmp_field_features",
+)
+# What a layout-1 pair row named its revisions by.
+_V1_PAIR_IDENTITY = (
+    "comparison_id", "pair_index", "pair_key", "baseline_run_key", "candidate_run_key",
+    "baseline_record_hash", "candidate_record_hash",
+)
 _PENDING = "2-projections-pending"
 
 
@@ -73,12 +83,9 @@ def upgrade_layout_1(
         _copy_log(con)
         last_hash = _chain_batches(con)
         _carry_tags(con, last_hash)
+        _carry_comparisons(con)
         for table in _OLD_LOG:
             con.execute(f"DROP TABLE v1_{table}")
-        for table in ("cmp_run_features", "cmp_call_features", "cmp_entry_features",
-                      "cmp_field_features"):
-            if _columns(con, table):
-                con.execute(f"DELETE FROM {table}")
         con.execute(f"INSERT OR REPLACE INTO meta VALUES ('layout', '{_PENDING}')")
         con.execute("COMMIT")
     except BaseException:
@@ -102,12 +109,38 @@ def finish_upgrade(con: duckdb.DuckDBPyConnection, rebuild: Callable[[], int]) -
 
 
 def _set_aside(con: duckdb.DuckDBPyConnection) -> None:
-    """Rename the log tables out of the way and drop the old projections and their views."""
+    """Rename the log tables (and the recorded comparison pairs) out of the way, and drop the
+    old projections, their views and the old comparison feature caches (the projections hold
+    the features now)."""
     con.execute("DROP VIEW IF EXISTS lineage")
-    for table in _OLD_PROJECTIONS:
+    for table in _OLD_PROJECTIONS + _OLD_COMPARE_CACHES:
         con.execute(f"DROP TABLE IF EXISTS {table}")
+    con.execute("DROP SEQUENCE IF EXISTS cmp_feature_seq")
+    con.execute("DROP VIEW IF EXISTS comparison_pairs")
     for table in _OLD_LOG:
         con.execute(f"ALTER TABLE {table} RENAME TO v1_{table}")
+    if _columns(con, "cmp_pairs"):
+        con.execute("ALTER TABLE cmp_pairs RENAME TO v1_cmp_pairs")
+
+
+def _carry_comparisons(con: duckdb.DuckDBPyConnection) -> None:
+    """Recorded pairs name their revisions by first seq now (they named run key and record
+    hash): every pair is kept, its revisions found in the copied log."""
+    if not _columns(con, "v1_cmp_pairs"):
+        return
+    con.execute(
+        f"""
+        INSERT INTO cmp_pairs
+        SELECT p.comparison_id, p.pair_index, p.pair_key, sa.first_seq, sb.first_seq,
+               p.* EXCLUDE ({", ".join(_V1_PAIR_IDENTITY)})
+        FROM v1_cmp_pairs p
+        JOIN streams sa ON sa.stream_key = p.baseline_run_key
+                       AND sa.record_hash = unhex(p.baseline_record_hash)
+        JOIN streams sb ON sb.stream_key = p.candidate_run_key
+                       AND sb.record_hash = unhex(p.candidate_record_hash)
+        """
+    )
+    con.execute("DROP TABLE v1_cmp_pairs")
 
 
 def _copy_log(con: duckdb.DuckDBPyConnection) -> None:

@@ -22,9 +22,9 @@ from recstore.formats.jsontext import int32 as _int
 from recstore.records import RecordAnalysis, analyze
 from recstore.records.keys import (
     RunKeys,
-    call_output_key,
+    call_keys,
     calls_key,
-    key_of,
+    entry_keys,
     sequence_key,
     text_key,
 )
@@ -40,6 +40,7 @@ __all__ = [
     "event_offsets",
     "fold_tags",
     "items_keys",
+    "policy_outcome",
     "project_record",
     "rows_from_dicts",
 ]
@@ -58,50 +59,54 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "guardrail_count", "calls_full_key", "policy_seq_key", "guardrails_seq_key",
     ),
     "proj_items": (
-        "run_key", "item_index", "type", "role", "request_turn", "in_input", "event_seq",
+        "run_seq", "item_index", "type", "role", "request_turn", "in_input", "event_seq",
         "payload",
     ),
     "proj_tool_calls": (
-        "run_key", "call_index", "ordinal", "call_id", "name", "item_index", "output_item_index",
+        "run_seq", "call_index", "ordinal", "call_id", "name", "item_index", "output_item_index",
         "arguments", "args_hash", "has_output", "output_key", "envelope_status", "envelope_code",
         "request_turn", "visit_index", "agent", "is_handoff", "handoff_target", "policy_decision",
         "policy_decision_index", "in_input", "output_seq", "output",
     ),
     "proj_requests": (
-        "run_key", "request_index", "message_count", "output_start", "output_end", "visit_index",
+        "run_seq", "request_index", "message_count", "output_start", "output_end", "visit_index",
         "event_seq", "snapshot_seq",
     ),
     "proj_visits": (
-        "run_key", "visit_index", "agent", "entered_after_turn", "via_call_id", "transition",
+        "run_seq", "visit_index", "agent", "entered_after_turn", "via_call_id", "transition",
         "request_count", "first_turn", "last_turn", "item_start", "item_end",
     ),
     "proj_policy_decisions": (
-        "run_key", "decision_index", "decision", "resource_kind", "resource_name",
-        "policy_version", "applied_basis", "event_seq", "entry_key", "is_object",
+        "run_seq", "decision_index", "decision", "reason", "resource_kind",
+        "resource_name", "policy_version", "applied_basis", "event_seq", "entry_key", "is_object",
     ),
     "proj_guardrail_decisions": (
-        "run_key", "decision_index", "guardrail_name", "decision", "event_seq", "entry_key",
-        "is_object",
+        "run_seq", "decision_index", "guardrail_name", "decision", "event_seq",
+        "entry_key", "is_object",
     ),
     "proj_suspended_proposals": (
-        "run_key", "proposal_index", "turn", "call_id", "kind", "agent", "tool_name",
+        "run_seq", "proposal_index", "turn", "call_id", "kind", "agent", "tool_name",
         "from_agent", "to_agent", "reason", "public_reason", "policy_version", "expires_at_text",
         "timestamp_text", "event_seq", "args_canonical", "metadata", "payload",
     ),
-    "proj_findings": ("run_key", "finding_index", "code", "message", "path"),
-    "proj_input_prefixes": ("run_key", "prefix_len", "prefix_key"),
+    "proj_findings": ("run_seq", "finding_index", "code", "message", "path"),
+    "proj_input_prefixes": ("run_seq", "prefix_len", "prefix_key"),
 }
-# Tables holding one run's projection rows; each has a run_key column.
+# Tables holding one run's projection rows: proj_runs has its run_key and first_seq, the others
+# its first_seq as run_seq (an integer costs a byte or two a row where the key cost ~4).
 PROJECTION_TABLES = tuple(COLUMNS)
 # Columns holding event seqs (besides proj_runs' first/last): a record prepared on its own
 # counts them from 0 and the writer adds the revision's first seq when it stages the rows.
 SEQ_COLUMNS: dict[str, tuple[str, ...]] = {
-    "proj_items": ("event_seq",),
-    "proj_tool_calls": ("output_seq",),
-    "proj_requests": ("event_seq", "snapshot_seq"),
-    "proj_policy_decisions": ("event_seq",),
-    "proj_guardrail_decisions": ("event_seq",),
-    "proj_suspended_proposals": ("event_seq",),
+    "proj_items": ("run_seq", "event_seq"),
+    "proj_tool_calls": ("run_seq", "output_seq"),
+    "proj_requests": ("run_seq", "event_seq", "snapshot_seq"),
+    "proj_visits": ("run_seq",),
+    "proj_policy_decisions": ("run_seq", "event_seq"),
+    "proj_guardrail_decisions": ("run_seq", "event_seq"),
+    "proj_suspended_proposals": ("run_seq", "event_seq"),
+    "proj_findings": ("run_seq",),
+    "proj_input_prefixes": ("run_seq",),
 }
 # Columns only agentuse runs fill (schema/030_agentuse.sql); their rows have COLUMNS + these.
 EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -235,12 +240,14 @@ def project_record(
         item_canons = [canonical_bytes(item) for item in items]
     items_key, prefixes = items_keys(item_canons, analysis.scope.count)
     calls = _tool_call_rows(analysis, ctx, base.get("item_appended", 0))
-    policy = _entry_rows(record, "policyDecisions", ctx, base, _policy_basis(analysis))
-    guardrails = _entry_rows(record, "guardrailDecisions", ctx, base, None)
+    policy_keys = entry_keys(_list(record, "policyDecisions"))
+    guardrail_keys = entry_keys(_list(record, "guardrailDecisions"))
+    policy = _policy_rows(record, policy_keys, ctx, base, _policy_basis(analysis))
+    guardrails = _guardrail_rows(record, guardrail_keys, ctx, base)
     run = _run_row(record, analysis, ctx, items_key, RunKeys.of(record))
     run["calls_full_key"] = calls_key(analysis)
-    run["policy_seq_key"] = sequence_key([r[-2] for r in policy])
-    run["guardrails_seq_key"] = sequence_key([r[-2] for r in guardrails])
+    run["policy_seq_key"] = sequence_key([key for key, _ in policy_keys])
+    run["guardrails_seq_key"] = sequence_key([key for key, _ in guardrail_keys])
     return {
         "proj_runs": [_GETTERS["proj_runs"](run)],
         "proj_items": _item_rows(record, analysis, ctx, base.get("item_appended", 0)),
@@ -250,9 +257,9 @@ def project_record(
         "proj_policy_decisions": policy,
         "proj_guardrail_decisions": guardrails,
         "proj_findings": [
-            (ctx.run_key, i, f.code, f.message, f.path) for i, f in enumerate(analysis.findings)
+            (ctx.first_seq, i, f.code, f.message, f.path) for i, f in enumerate(analysis.findings)
         ],
-        "proj_input_prefixes": [(ctx.run_key, k, key) for k, key in prefixes],
+        "proj_input_prefixes": [(ctx.first_seq, k, key) for k, key in prefixes],
     }
 
 
@@ -325,7 +332,7 @@ def _item_rows(record: dict, a: RecordAnalysis, ctx: RunContext, first: int) -> 
         it = _dict(item)
         rows.append(
             (
-                ctx.run_key,
+                ctx.first_seq,
                 i,
                 _text(it.get("type")),
                 _text(it.get("role")),
@@ -345,7 +352,7 @@ def _tool_call_rows(a: RecordAnalysis, ctx: RunContext, first_item_seq: int) -> 
         arguments = call.get("arguments")
         rows.append(
             (
-                ctx.run_key,
+                ctx.first_seq,
                 join.index,
                 _int(call.get("turn")),
                 _text(call.get("callId")),
@@ -353,9 +360,7 @@ def _tool_call_rows(a: RecordAnalysis, ctx: RunContext, first_item_seq: int) -> 
                 join.call_item_index,
                 join.output_item_index,
                 None if arguments is None else dumps_json(arguments),
-                bytes.fromhex(call["argsHash"]),
-                bool(call.get("hasOutput")),
-                call_output_key(call),
+                *call_keys(call),
                 join.envelope_status,
                 _text(join.envelope_code),
                 _int(join.request_turn),
@@ -391,7 +396,7 @@ def _request_rows(
         snapshot = snapshot_of_turn.get(_int(req.turn))
         rows.append(
             (
-                ctx.run_key,
+                ctx.first_seq,
                 req.index,
                 _int(req.message_count),
                 req.output_start,
@@ -410,7 +415,7 @@ def _visit_rows(a: RecordAnalysis, ctx: RunContext) -> list[tuple]:
         turns = [t for t in v.turns if _int(t) is not None]
         rows.append(
             (
-                ctx.run_key,
+                ctx.first_seq,
                 v.index,
                 _text(v.agent),
                 _int(v.entered_after_turn),
@@ -431,23 +436,58 @@ def _policy_basis(a: RecordAnalysis) -> dict[int, str]:
     return {t.decision_index: t.basis for t in a.transitions}
 
 
-def _entry_rows(
-    record: dict, key: str, ctx: RunContext, base: dict[str, int], basis: dict[int, str] | None
+def policy_outcome(entry: Any) -> tuple[str | None, str | None, str | None, str | None]:
+    """``(decision, reason, resource_kind, resource_name)`` of a policy decision entry: what bulk
+    compare reports of an entry that changed."""
+    entry = _dict(entry)
+    resource = _dict(entry.get("resource"))
+    return (
+        _text(entry.get("decision")),
+        _text(entry.get("reason")),
+        _text(resource.get("kind")),
+        _text(resource.get("name")),
+    )
+
+
+def _policy_rows(
+    record: dict,
+    keys: list[tuple[int, bool]],
+    ctx: RunContext,
+    base: dict[str, int],
+    basis: dict[int, str],
 ) -> list[tuple]:
-    """Rows of the policy (``basis`` given) or guardrail decisions: the fields queries filter
-    on, and what their events do not say (the comparison key of each entry and, for
-    policies, how a handoff's application is known)."""
-    first = base.get(ARRAY_EVENT_TYPES[key], 0)
+    """Rows of the policy decisions: the fields queries filter on or compare reports, and what
+    the events do not say (each entry's comparison key, how a handoff's application is known);
+    ``keys``: :func:`~recstore.records.keys.entry_keys` of the entries."""
+    first = base.get(ARRAY_EVENT_TYPES["policyDecisions"], 0)
+    entries = _list(record, "policyDecisions")
     rows = []
-    for i, element in enumerate(_list(record, key)):
-        entry = _dict(element)
-        if basis is None:
-            head = (ctx.run_key, i, _text(entry.get("guardrailName")), _text(entry.get("decision")))
-        else:
-            resource = _dict(entry.get("resource"))
-            head = (
-                ctx.run_key, i, _text(entry.get("decision")), _text(resource.get("kind")),
-                _text(resource.get("name")), _text(entry.get("policyVersion")), basis.get(i),
+    for i, (key, is_object) in enumerate(keys):
+        decision, reason, kind, name = policy_outcome(entries[i])
+        version = _text(_dict(entries[i]).get("policyVersion"))
+        rows.append(
+            (
+                ctx.first_seq, i, decision, reason, kind, name, version,
+                basis.get(i), first + i, key, is_object,
             )
-        rows.append((*head, first + i, key_of(element), isinstance(element, dict)))
+        )
+    return rows
+
+
+def _guardrail_rows(
+    record: dict, keys: list[tuple[int, bool]], ctx: RunContext, base: dict[str, int]
+) -> list[tuple]:
+    """Rows of the guardrail decisions: the fields queries filter on and each entry's
+    comparison key."""
+    first = base.get(ARRAY_EVENT_TYPES["guardrailDecisions"], 0)
+    entries = _list(record, "guardrailDecisions")
+    rows = []
+    for i, (key, is_object) in enumerate(keys):
+        entry = _dict(entries[i])
+        rows.append(
+            (
+                ctx.first_seq, i, _text(entry.get("guardrailName")),
+                _text(entry.get("decision")), first + i, key, is_object,
+            )
+        )
     return rows

@@ -180,12 +180,12 @@ class Store:
         with self.writer() as con:
             if workers is None:
                 workers = default_workers(sum(s.size_hint for s in sources))
-            writer = BatchWriter(
+            with BatchWriter(
                 con, tags=tags, batch_size=batch_size, workers=workers, progress=progress
-            )
-            for tree in trees:
-                agentuse_ingest.ingest_tree(writer, tree)
-            return writer.ingest_sources([*traces, *sources])
+            ) as writer:
+                for tree in trees:
+                    agentuse_ingest.ingest_tree(writer, tree)
+                return writer.ingest_sources([*traces, *sources])
 
     def ingest_records(
         self,
@@ -206,8 +206,8 @@ class Store:
             ):
                 raise InputError("lineage rows need 'relation' and a parent", source=source_uri)
         with self.writer() as con:
-            writer = BatchWriter(con, tags=tags)
-            return writer.ingest_sources([_RecordsSource(source_uri, records)], lineage)
+            with BatchWriter(con, tags=tags) as writer:
+                return writer.ingest_sources([_RecordsSource(source_uri, records)], lineage)
 
     def tag(
         self,
@@ -224,8 +224,7 @@ class Store:
         set_tags = dict(set_tags or {})
         remove = sorted(set(remove) - set(set_tags))
         change = {"set": set_tags, **({"remove": remove} if remove else {})}
-        with self.writer() as con:
-            writer = BatchWriter(con)
+        with self.writer() as con, BatchWriter(con) as writer:
             source_id = writer.open_source("tag", "records")
             for key in run_keys:
                 state = writer.current(key)

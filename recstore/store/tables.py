@@ -10,7 +10,8 @@ computed). A TIMESTAMP column ``x`` next to an ``x_text`` column is parsed from 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import duckdb
@@ -18,8 +19,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 __all__ = [
-    "ARROW_TYPES", "StagedInsert", "arrow_column", "derived_column", "insert_columns",
-    "insert_rows", "stage_columns", "table_columns",
+    "ARROW_TYPES",
+    "StagedInsert",
+    "arrow_column",
+    "derived_column",
+    "insert_columns",
+    "insert_rows",
+    "registered",
+    "stage_columns",
+    "table_columns",
 ]
 
 # \uD800-\uDBFF not followed by a low surrogate escape, or \uDC00-\uDFFF not preceded by a high one
@@ -207,3 +215,13 @@ def insert_rows(
         con, table, names, [tuple(row.get(n) for n in names) for row in rows], catalog,
         columns_cache,
     )
+
+
+@contextmanager
+def registered(con: duckdb.DuckDBPyConnection, name: str, rows: pa.Table) -> Iterator[None]:
+    """``rows`` readable as the relation ``name`` on ``con`` while the context is open."""
+    con.register(name, rows)
+    try:
+        yield
+    finally:
+        con.unregister(name)
