@@ -10,7 +10,14 @@ import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
-from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
+from recstore.cli.terminal import (
+    CliProgress,
+    columns_option,
+    name_values,
+    quiet_option,
+    say,
+    vertical_option,
+)
 from recstore.errors import InputError
 from recstore.jsonout import dumps
 from recstore.query import (
@@ -27,16 +34,6 @@ from recstore.query import (
 from recstore.query.dialects import DIALECTS
 from recstore.query.output import ResultStream
 from recstore.query.views import Catalog, catalog_from_connection, schema_json, schema_text
-
-
-def _params(pairs: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InputError(f"expected NAME=VALUE, got {pair!r}", source="--param")
-        out[key.strip()] = value
-    return out
 
 
 def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> CompiledQuery:
@@ -78,7 +75,7 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
       recstore query @slowest-runs --engine spark --parquet export/
     """
     fmt = "json" if as_json else fmt
-    values = _params(params)
+    values = dict(name_values(params, "--param"))
     if explain or dialect:
         compiled = _compile(text, values, None)
         say(compiled.to(dialect or "duckdb", pretty=True))

@@ -46,9 +46,14 @@ def spark_missing_reason() -> str | None:
     return None
 
 
+# Set by spark-submit (and pyspark's shell), which started the JVM with the master it was given.
+_SUBMITTED = "PYSPARK_GATEWAY_PORT"
+
+
 @functools.lru_cache(maxsize=1)
-def spark_session() -> Any:
-    """One local Spark session (``local[2]``, UTC, no UI) per process."""
+def spark_session(master: str | None = None, conf: tuple[tuple[str, str], ...] = ()) -> Any:
+    """One Spark session per process: on ``master`` (a Spark master URL; by default the one
+    spark-submit was given, else ``local[2]``), UTC, no UI, with the settings ``conf`` added."""
     reason = spark_missing_reason()
     if reason:
         raise SparkUnavailable(reason)
@@ -56,19 +61,25 @@ def spark_session() -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("recstore")
+    builder = SparkSession.builder
+    if master or _SUBMITTED not in os.environ:
+        builder = builder.master(master or "local[2]")
+    local = (master or "local").startswith("local") and _SUBMITTED not in os.environ
+    builder = (
+        builder.appName("recstore")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "4" if local else "200")
         # A day-partitioned view has hundreds of small directories: list them on the driver
         # instead of starting a distributed listing job per view.
         .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
-        .getOrCreate()
     )
+    if local:
+        builder = builder.config("spark.driver.host", "127.0.0.1")
+    for key, value in conf:
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
 

@@ -352,12 +352,12 @@ def _write_views(spark: Any, definitions: SparkDefinitions, directory: str,
     costs (one Parquet file per day) that keep one core busy."""
     catalog = definitions.catalog
     views = list(catalog.views.values())
-    computed = {}
-    for view in views:
-        sql = definitions.views.get(view.name, "")  # "": a store table of the same name
+    for name, sql in definitions.views.items():
         if sql:
-            spark.sql(sql).createOrReplaceTempView(view.name)
-        computed[view.name] = sql is not None
+            spark.sql(sql).createOrReplaceTempView(name)
+    # False: a later layer's view, written empty; a store table (events, batches, rejects) has
+    # no view SQL and is written from the table of that name
+    computed = {view.name: definitions.views.get(view.name, "") is not None for view in views}
     with ThreadPoolExecutor(WRITERS) as pool:
         futures = {pool.submit(_write_view, spark, catalog, view, directory,
                                computed[view.name]): view.name for view in views}
@@ -396,7 +396,7 @@ def _write_view(spark: Any, catalog: Any, view: Any, directory: str, computed: b
     return 0
 
 
-def local_directory(path: str) -> str:
+def output_location(path: str) -> str:
     """``path`` as Spark should write it: a local path made absolute, a URI as it is."""
     if "://" in path or path.startswith("file:"):
         return path

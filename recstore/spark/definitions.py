@@ -28,9 +28,10 @@ __all__ = [
     "SparkDefinitions", "duckdb_to_spark", "expand_macros", "spark_definitions", "spark_type",
 ]
 
-# Views of the store layer (schema files below 010) are what a build computes; the views later
-# layers add (compare, replay, sweep) show what those commands recorded in a store, which raw
-# records never hold, so a build writes them empty, with their columns.
+# Views of the store layer (schema files below 010) and the helper views every layer reads
+# (run_rows, cmp_*_features) are what a build computes; the public views later layers add
+# (comparisons, replays, sweeps) show what those commands recorded in a store, which raw records
+# never hold, so a build writes them empty, with their columns.
 _STORE_LAYER = 10
 _VIEW_DDL = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+(\w+)", re.IGNORECASE)
 
@@ -67,7 +68,8 @@ class SparkDefinitions:
     """Tables and views of a store, ready for Spark."""
 
     tables: dict[str, tuple[tuple[str, str], ...]]  # table -> ((column, DuckDB type), ...)
-    views: dict[str, str | None]  # public view -> Spark SQL; None: empty in a build
+    # every view in creation order -> Spark SQL; None: a public view empty in a build
+    views: dict[str, str | None]
     catalog: Catalog
     macros: dict[str, Macro]
 
@@ -121,12 +123,14 @@ def _macros(con: duckdb.DuckDBPyConnection) -> dict[str, Macro]:
     }
 
 
-def _store_layer_views() -> set[str]:
-    names: set[str] = set()
+def _views_in_order() -> list[tuple[str, bool]]:
+    """Every view the schema files create, in creation order (a view reads views before it),
+    each with whether a build computes it (module docstring: not a later layer's public view)."""
+    names: dict[str, bool] = {}
     for version, _name, path in schema_files():
-        if version < _STORE_LAYER:
-            names.update(m.lower() for m in _VIEW_DDL.findall(path.read_text(encoding="utf-8")))
-    return names
+        for name in _VIEW_DDL.findall(path.read_text(encoding="utf-8")):
+            names[name.lower()] = version < _STORE_LAYER or name.lower() not in PUBLIC_VIEWS
+    return list(names.items())
 
 
 def duckdb_to_spark(sql: str, macros: dict[str, Macro], catalog: Catalog | None = None) -> str:
@@ -156,14 +160,13 @@ def spark_definitions() -> SparkDefinitions:
         ).fetchall():
             tables.setdefault(table, []).append((column, dtype))
         macros = _macros(con)
-        computed = _store_layer_views()
         views: dict[str, str | None] = {}
-        for name in PUBLIC_VIEWS:
-            if name in tables or name not in catalog.views:
-                continue  # a table (events, batches, rejects) is written as it is
+        for name, computed in _views_in_order():
+            if name in tables:
+                continue  # a view a later schema file replaced with a table
             (sql,) = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = ? "
                                  "AND schema_name = 'main'", [name]).fetchone()
-            views[name] = duckdb_to_spark(sql, macros, catalog) if name in computed else None
+            views[name] = duckdb_to_spark(sql, macros, catalog) if computed else None
         return SparkDefinitions({t: tuple(c) for t, c in tables.items()}, views, catalog, macros)
     finally:
         con.close()

@@ -1,0 +1,57 @@
+"""CLI: ``recstore spark build`` (the store's views from raw NDJSON, computed on Spark)."""
+
+from __future__ import annotations
+
+import click
+
+from recstore.cli import cli
+from recstore.cli.terminal import CliProgress, name_values, quiet_option, say
+from recstore.jsonout import dumps
+
+master_option = click.option(
+    "--master", metavar="URL",
+    help="Spark master (local[4], spark://host:7077, yarn, k8s://...); default: the one "
+    "spark-submit was given, else local[2].")
+conf_option = click.option(
+    "--conf", "conf", multiple=True, metavar="KEY=VALUE",
+    help="A Spark setting for the session (repeatable), e.g. spark.executor.memory=8g.")
+
+
+@cli.group("spark")
+def spark_group() -> None:
+    """Run recstore's work on Spark (see docs/scale.md)."""
+
+
+@spark_group.command("build")
+@click.argument("inputs", nargs=-1, required=True, metavar="NDJSON...")
+@click.argument("directory", metavar="OUT_DIR")
+@master_option
+@conf_option
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@quiet_option
+def build_cmd(inputs: tuple[str, ...], directory: str, master: str | None,
+              conf: tuple[str, ...], as_json: bool, quiet: bool) -> None:
+    """Build every view from raw aioc NDJSON on Spark, in `recstore export`'s Parquet layout.
+
+    NDJSON is any path, glob, directory or URI Spark reads (file:, hdfs://, s3a://, ...;
+    .gz is read as gzip). The result is what ingesting the files, in path order, into an empty
+    store and exporting it writes; query it with `recstore query --engine spark --parquet`.
+
+    \b
+    Examples:
+      recstore spark build 'runs/*.ndjson.gz' export/
+      recstore spark build --master spark://head:7077 s3a://bucket/runs/2026-03-*/ s3a://bucket/views/
+    """
+    from recstore.query.spark import spark_session
+    from recstore.spark.build import build_views, output_location
+
+    session = spark_session(master, tuple(name_values(conf, "--conf", "KEY")))
+    with CliProgress("build views", quiet=quiet) as progress:
+        summary = build_views(session, list(inputs), output_location(directory), progress)
+    if as_json:
+        click.echo(dumps({"directory": summary.directory, "accepted": summary.accepted,
+                          "revised": summary.revised, "duplicate": summary.duplicate,
+                          "rejected": summary.rejected, "sources": summary.sources,
+                          "events": summary.events, "rows": summary.rows}))
+        return
+    say(summary.line())
