@@ -8,6 +8,7 @@ import gzip
 import json
 import shutil
 
+import duckdb
 import pytest
 
 from recstore.query.export import export_views
@@ -80,3 +81,25 @@ def test_build_counts_records_as_the_ingest_does(built):
     assert (summary.accepted, summary.revised, summary.duplicate, summary.rejected) == (
         ingested.accepted, ingested.revised, ingested.duplicate, ingested.rejected)
     assert (summary.revised, summary.duplicate, summary.rejected) == (4, 1, 3)
+
+
+def test_cli_refuses_a_missing_input_before_starting_spark(tmp_path):
+    result = run_cli(tmp_path / "unused.duckdb", "spark", "build",
+                     str(tmp_path / "nowhere" / "*.ndjson"), str(tmp_path / "out"))
+    assert result.returncode != 0
+    assert result.stderr.startswith("recstore: error:") and "nowhere" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_cli_builds_views_spark_queries_read(inputs, tmp_path):
+    out = tmp_path / "views"
+    result = run_cli(tmp_path / "unused.duckdb", "spark", "build", "--master", "local[1]",
+                     "--conf", "spark.sql.shuffle.partitions=2", "--json", "--quiet",
+                     str(inputs / "3-edge.ndjson"), str(out))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["accepted"], summary["revised"], summary["rejected"]) == (4, 2, 3)
+    con = duckdb.connect()
+    stored = con.execute(f"SELECT count(*), count(DISTINCT day) FROM read_parquet("
+                         f"'{out}/runs/**/*.parquet', hive_partitioning = true)").fetchone()
+    assert stored[0] == summary["rows"]["runs"] == 4 and stored[1] >= 1

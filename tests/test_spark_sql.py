@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import duckdb
-import pytest
 
 from recstore.resources import resource_dir
 from recstore.spark.definitions import spark_definitions

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import glob
+import os
+
 import click
 
 from recstore.cli import cli
 from recstore.cli.terminal import CliProgress, name_values, quiet_option, say
+from recstore.errors import InputError
 from recstore.jsonout import dumps
 
 master_option = click.option(
@@ -15,6 +19,16 @@ master_option = click.option(
 conf_option = click.option(
     "--conf", "conf", multiple=True, metavar="KEY=VALUE",
     help="A Spark setting for the session (repeatable), e.g. spark.executor.memory=8g.")
+
+
+def _check_local_inputs(inputs: tuple[str, ...]) -> None:
+    """A local path or glob that matches nothing fails here, before a JVM starts (Hadoop's
+    ``{a,b}`` globs and URIs are left to Spark)."""
+    for path in inputs:
+        if "://" in path or path.startswith("file:") or "{" in path:
+            continue
+        if not glob.glob(os.path.expanduser(path)):
+            raise InputError("no such file or directory (or nothing matches)", source=path)
 
 
 @cli.group("spark")
@@ -45,6 +59,7 @@ def build_cmd(inputs: tuple[str, ...], directory: str, master: str | None,
     from recstore.query.spark import spark_session
     from recstore.spark.build import build_views, output_location
 
+    _check_local_inputs(inputs)
     session = spark_session(master, tuple(name_values(conf, "--conf", "KEY")))
     with CliProgress("build views", quiet=quiet) as progress:
         summary = build_views(session, list(inputs), output_location(directory), progress)

@@ -13,6 +13,7 @@ import importlib.util
 import itertools
 import os
 import shutil
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,10 @@ def spark_session(master: str | None = None, conf: tuple[tuple[str, str], ...] =
         raise SparkUnavailable(reason)
     # Spark otherwise warns that the host name resolves to loopback and may bind elsewhere.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # pyspark warns on each Arrow call that it has not been tested with pandas 3; recstore's
+    # Spark path exchanges Arrow batches and does not go through pandas.
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas",
+                            category=FutureWarning)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder

@@ -388,12 +388,22 @@ def _write_view(spark: Any, catalog: Any, view: Any, directory: str, computed: b
         if partitioned:
             writer = writer.partitionBy(PARTITION_COLUMN)
         writer.parquet(target)
-        if written.get["rows"]:
-            return int(written.get["rows"])
+        rows = _observed_rows(written)
+        if rows:
+            return rows
     columns = ", ".join(f"CAST(NULL AS {t}) AS `{n}`" for n, t in types.items())
     (spark.sql(f"SELECT {columns} WHERE FALSE").coalesce(1).write.mode("overwrite")
      .option("compression", "zstd").parquet(target))
     return 0
+
+
+def _observed_rows(observation: Any) -> int:
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        return int(observation.get["rows"] or 0)
+    except Py4JJavaError:  # a plan Spark knew to be empty ran no task, so no metric came back
+        return 0
 
 
 def output_location(path: str) -> str:
