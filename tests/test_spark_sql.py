@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 
-import duckdb
-
-from recstore.resources import resource_dir
+from recstore.query.views import schema_connection
 from recstore.spark.definitions import spark_definitions
 from recstore.store.tables import derived_column
 
@@ -36,21 +34,14 @@ def _cases(name: str) -> list[tuple[str, ...]]:
     return [tuple(line.split("\t")) for line in lines if line and not line.startswith("#")]
 
 
-def _store_sql() -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(":memory:")
-    for path in sorted(resource_dir("schema").glob("*.sql")):
-        con.execute(path.read_text(encoding="utf-8"))
-    return con
-
-
 def _both(spark, sql: str, rows: list[tuple], columns: str) -> tuple[list, list]:
     """``sql`` (DuckDB, reading table ``cases`` of ``rows``) on DuckDB and, transpiled, on
     Spark; rows ordered by their first column."""
-    con = _store_sql()
     names = [c.split()[0] for c in columns.split(", ")]
-    con.execute(f"CREATE TABLE cases ({columns})")
-    con.executemany(f"INSERT INTO cases VALUES ({', '.join('?' * len(names))})", rows)
-    on_duckdb = con.execute(f"SELECT * FROM ({sql}) ORDER BY 1").fetchall()
+    with schema_connection() as con:
+        con.execute(f"CREATE TABLE cases ({columns})")
+        con.executemany(f"INSERT INTO cases VALUES ({', '.join('?' * len(names))})", rows)
+        on_duckdb = con.execute(f"SELECT * FROM ({sql}) ORDER BY 1").fetchall()
     spark.createDataFrame(rows, columns.replace("VARCHAR", "STRING")).createOrReplaceTempView(
         "cases")
     spark_sql = spark_definitions().to_spark(sql)

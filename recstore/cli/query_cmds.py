@@ -10,6 +10,7 @@ import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import existing_store
+from recstore.cli.spark_cmds import conf_option, master_option, session
 from recstore.cli.terminal import (
     CliProgress,
     columns_option,
@@ -54,6 +55,8 @@ def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> Comp
               show_default=True, help="Run on the store (duckdb) or on Spark over --parquet.")
 @click.option("--parquet", type=click.Path(file_okay=False, exists=True),
               help="Exported Parquet directory for --engine spark (see `recstore export`).")
+@master_option
+@conf_option
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to FILE.")
@@ -61,8 +64,9 @@ def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> Comp
 @vertical_option
 @click.pass_context
 def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: bool,
-              dialect: str | None, engine: str, parquet: str | None, fmt: str, as_json: bool,
-              output: str | None, columns: list[str] | None, vertical: bool) -> None:
+              dialect: str | None, engine: str, parquet: str | None, master: str | None,
+              conf: tuple[str, ...], fmt: str, as_json: bool, output: str | None,
+              columns: list[str] | None, vertical: bool) -> None:
     """Run read-only SQL or a filter-DSL query (or @saved-name) over the store's views.
 
     \b
@@ -86,7 +90,8 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
                              source="--engine")
         from recstore.query.spark import run_on_spark
 
-        result = run_on_spark(_compile(text, values, default_catalog()), parquet)
+        result = run_on_spark(_compile(text, values, default_catalog()), parquet,
+                              spark=session(master, conf))
         write_result(result.select(columns) if columns else result, fmt, output,
                      vertical=vertical or None)
         return

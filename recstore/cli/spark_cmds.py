@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+from typing import Any
 
 import click
 
@@ -19,6 +20,13 @@ master_option = click.option(
 conf_option = click.option(
     "--conf", "conf", multiple=True, metavar="KEY=VALUE",
     help="A Spark setting for the session (repeatable), e.g. spark.executor.memory=8g.")
+
+
+def session(master: str | None, conf: tuple[str, ...]) -> Any:
+    """The Spark session ``--master`` and ``--conf`` ask for."""
+    from recstore.query.spark import spark_session
+
+    return spark_session(master, tuple(name_values(conf, "--conf", "KEY")))
 
 
 def _check_local_inputs(inputs: tuple[str, ...]) -> None:
@@ -56,13 +64,12 @@ def build_cmd(inputs: tuple[str, ...], directory: str, master: str | None,
       recstore spark build 'runs/*.ndjson.gz' export/
       recstore spark build --master spark://head:7077 s3a://bucket/runs/2026-03-*/ s3a://bucket/views/
     """
-    from recstore.query.spark import spark_session
     from recstore.spark.build import build_views, output_location
 
     _check_local_inputs(inputs)
-    session = spark_session(master, tuple(name_values(conf, "--conf", "KEY")))
+    spark = session(master, conf)
     with CliProgress("build views", quiet=quiet) as progress:
-        summary = build_views(session, list(inputs), output_location(directory), progress)
+        summary = build_views(spark, list(inputs), output_location(directory), progress)
     if as_json:
         click.echo(dumps({"directory": summary.directory, "accepted": summary.accepted,
                           "revised": summary.revised, "duplicate": summary.duplicate,

@@ -111,9 +111,10 @@ def register_views(spark: Any, parquet_dir: str | Path, names: Iterable[str]) ->
 
 
 def run_on_spark(query: CompiledQuery, parquet_dir: str | Path,
-                 batch_rows: int = BATCH_ROWS) -> ResultStream:
-    """Run ``query`` (compiled to Spark SQL) over the Parquet export in ``parquet_dir``."""
-    spark = spark_session()
+                 batch_rows: int = BATCH_ROWS, spark: Any = None) -> ResultStream:
+    """Run ``query`` (compiled to Spark SQL) over the Parquet export in ``parquet_dir``, on
+    ``spark`` (default: :func:`spark_session`)."""
+    spark = spark or spark_session()
     register_views(spark, parquet_dir, query.views())
     frame = spark.sql(query.to("spark"))
     columns = list(frame.columns)

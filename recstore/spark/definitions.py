@@ -20,9 +20,13 @@ import sqlglot
 from sqlglot import exp
 
 from recstore.query.dialects import to_dialect
-from recstore.query.views import PUBLIC_VIEWS, Catalog, catalog_from_connection
-from recstore.resources import resource_dir
-from recstore.store.db import refresh_views, schema_files
+from recstore.query.views import (
+    PUBLIC_VIEWS,
+    Catalog,
+    catalog_from_connection,
+    schema_connection,
+)
+from recstore.store.db import schema_files
 
 __all__ = [
     "SparkDefinitions", "duckdb_to_spark", "expand_macros", "spark_definitions", "spark_type",
@@ -144,12 +148,8 @@ def duckdb_to_spark(sql: str, macros: dict[str, Macro], catalog: Catalog | None 
 
 @functools.lru_cache(maxsize=1)
 def spark_definitions() -> SparkDefinitions:
-    """The store's tables and public views for Spark (built once per process)."""
-    con = duckdb.connect(":memory:")
-    try:
-        for path in sorted(resource_dir("schema").glob("*.sql")):
-            con.execute(path.read_text(encoding="utf-8"))
-        refresh_views(con)
+    """The store's tables, macros and views for Spark (read once per process)."""
+    with schema_connection() as con:
         catalog = catalog_from_connection(con)
         tables: dict[str, list[tuple[str, str]]] = {}
         for table, column, dtype in con.execute(
@@ -168,5 +168,3 @@ def spark_definitions() -> SparkDefinitions:
                                  "AND schema_name = 'main'", [name]).fetchone()
             views[name] = duckdb_to_spark(sql, macros, catalog) if computed else None
         return SparkDefinitions({t: tuple(c) for t, c in tables.items()}, views, catalog, macros)
-    finally:
-        con.close()
