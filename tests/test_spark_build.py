@@ -91,6 +91,13 @@ def test_cli_refuses_a_missing_input_before_starting_spark(tmp_path):
     assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
 
 
+def test_cli_refuses_a_malformed_setting_before_starting_spark(inputs, tmp_path):
+    result = run_cli(tmp_path / "unused.duckdb", "spark", "build", "--conf", "no-equals-sign",
+                     str(inputs / "3-edge.ndjson"), str(tmp_path / "out"))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "--conf" in result.stderr and "no-equals-sign" in result.stderr
+
+
 def test_cli_builds_views_spark_queries_read(inputs, tmp_path):
     out = tmp_path / "views"
     result = run_cli(tmp_path / "unused.duckdb", "spark", "build", "--master", "local[1]",

@@ -104,12 +104,18 @@ def build_views(spark: Any, inputs: list[str], directory: str,
         now = datetime.now(UTC).replace(tzinfo=None)
         _register_tables(spark, definitions, prepared, placement, splits, now, summary)
         _write_views(spark, definitions, directory, summary, progress)
-        prepared.unpersist()
-        placement.unpersist()
     finally:
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
+        _release(spark, definitions)
     summary.seconds = time.monotonic() - start
     return summary
+
+
+def _release(spark: Any, definitions: SparkDefinitions) -> None:
+    """Drop what a build kept in memory, so a long-lived session can run the next one."""
+    for name in ("_rs_prepared", "_rs_keyed", "_rs_placement", *definitions.tables):
+        if spark.catalog.tableExists(name):
+            spark.catalog.uncacheTable(name)
 
 
 def _prepared(spark: Any, inputs: list[str], definitions: SparkDefinitions) -> Any:
@@ -217,6 +223,7 @@ def _placement(spark: Any, prepared: Any, splits: list[_Split]) -> Any:
 def _register_tables(spark: Any, definitions: SparkDefinitions, prepared: Any, placement: Any,
                      splits: list[_Split], now: datetime, summary: BuildSummary) -> None:
     """The store's tables as temporary views of the same names and columns."""
+    placement.createOrReplaceTempView("_rs_placement")
     prepared.join(placement, ["file", "block", "row"]).createOrReplaceTempView("_rs_placed")
     counts = spark.sql("""
         SELECT count_if(stored AND revision = 1) AS accepted,
