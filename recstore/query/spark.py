@@ -13,6 +13,7 @@ import importlib.util
 import itertools
 import os
 import shutil
+import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -82,6 +83,10 @@ def spark_session(master: str | None = None, conf: tuple[tuple[str, str], ...] =
     )
     if local:
         builder = builder.config("spark.driver.host", "127.0.0.1")
+        # recstore keeps no tables in Spark's catalogue; without this, its first look-up makes
+        # an empty spark-warehouse/ in the working directory
+        builder = builder.config("spark.sql.warehouse.dir", str(
+            Path(tempfile.gettempdir()) / f"recstore-spark-warehouse-{os.getuid()}"))
     for key, value in conf:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
