@@ -19,6 +19,9 @@ from .conftest import CORPUS_DEV, run_cli
 from .spark_conformance import layout_differences, row_differences
 
 
+SPLIT_BYTES = 16 * 1024
+
+
 def _edge_lines() -> list[str]:
     """Lines that exercise placement: a duplicate, two revisions of one run and of another,
     a run that only this file has, a blank line and three kinds of reject."""
@@ -53,7 +56,16 @@ def built(spark, inputs, tmp_path_factory):
     store = Store(root / "runs.duckdb")
     ingested = store.ingest(sorted(str(p) for p in inputs.iterdir()))
     export_views(store, root / "export")
-    summary = build_views(spark, [str(inputs)], str(root / "build"))
+    # Small splits, so the uncompressed file is read as several (its lines numbered across them)
+    previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(SPLIT_BYTES))
+    try:
+        splits = (spark.read.text(str(inputs / "3-edge.ndjson"))
+                  .select("_metadata.file_block_start").distinct().count())
+        assert splits > 2
+        summary = build_views(spark, [str(inputs)], str(root / "build"))
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
     return root / "export", root / "build", ingested, summary
 
 
