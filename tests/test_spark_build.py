@@ -18,7 +18,6 @@ from recstore.store import Store
 from .conftest import CORPUS_DEV, run_cli
 from .spark_conformance import layout_differences, row_differences
 
-
 SPLIT_BYTES = 16 * 1024
 
 
