@@ -119,7 +119,6 @@ class _Lines:
         return pa.ListArray.from_arrays(pa.array(self.offsets[field.name], pa.int32()), values)
 
 
-
 def reject_fields(raw: RawInput) -> tuple[str, bytes | None, bytes, int]:
     """What the rejects table keeps of a refused input: its text (invalid UTF-8 as U+FFFD, no
     line end), its exact bytes when they are not UTF-8, and the sha256 and size of its bytes."""
