@@ -20,7 +20,7 @@ FILE_MODE = 0o600
 DIR_MODE = 0o700
 
 __all__ = ["DIR_MODE", "FILE_MODE", "owner_only_umask", "private_dir", "private_open",
-           "write_private_text"]
+           "private_tree", "write_private_text"]
 
 
 def private_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> IO[Any]:
@@ -78,3 +78,15 @@ def owner_only_umask() -> Iterator[None]:
         yield
     finally:
         os.umask(previous)
+
+
+def private_tree(path: str | os.PathLike) -> None:
+    """Make the folders and files below ``path`` owner-only (for what another process wrote
+    there: Spark's JVM writes with its own umask). Symbolic links are left alone."""
+    for root, dirs, files in os.walk(path):
+        for name in dirs:
+            if not os.path.islink(os.path.join(root, name)):
+                os.chmod(os.path.join(root, name), DIR_MODE)
+        for name in files:
+            if not os.path.islink(os.path.join(root, name)):
+                os.chmod(os.path.join(root, name), FILE_MODE)

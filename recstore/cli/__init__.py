@@ -54,6 +54,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "summary; with --json the stored record exactly as ingested (original key order)."),
     "sweep": ("recstore.cli.sweep_cmds", "Scheduled replay sweeps: select runs, replay them "
               "against a candidate, compare, gate."),
+    "spark": ("recstore.cli.spark_cmds", "Run recstore's work on Spark (see docs/scale.md)."),
     "tag": ("recstore.cli.store_cmds",
             "Set or remove tags on the runs SELECTION picks (a DSL filter or SQL, as compare "
             "takes)."),

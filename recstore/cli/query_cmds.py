@@ -9,7 +9,15 @@ import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import READ_WAIT, existing_store, lock_timeout_option
-from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
+from recstore.cli.spark_cmds import conf_option, master_option, session
+from recstore.cli.terminal import (
+    CliProgress,
+    columns_option,
+    name_values,
+    quiet_option,
+    say,
+    vertical_option,
+)
 from recstore.errors import InputError
 from recstore.jsonout import dumps
 from recstore.query import (
@@ -39,16 +47,6 @@ QUERY_MAX_ROWS = 1_000_000
 # After a timeout or Ctrl-C, seconds a statement may ignore the interrupt before the process
 # exits (one huge scalar call such as repeat() checks only when it returns).
 _EXIT_AFTER = 3.0
-
-
-def _params(pairs: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InputError(f"expected NAME=VALUE, got {pair!r}", source="--param")
-        out[key.strip()] = value
-    return out
 
 
 def _resolve_saved(text: str, params: dict[str, str]) -> tuple[str, dict, str | None]:
@@ -82,6 +80,8 @@ def _check_complete(result: ResultStream, max_rows: int | None, output: str | No
               show_default=True, help="Run on the store (duckdb) or on Spark over --parquet.")
 @click.option("--parquet", type=click.Path(file_okay=False, exists=True),
               help="Exported Parquet directory for --engine spark (see `recstore export`).")
+@master_option
+@conf_option
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to FILE.")
@@ -95,9 +95,10 @@ def _check_complete(result: ResultStream, max_rows: int | None, output: str | No
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
 def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: bool,
-              dialect: str | None, engine: str, parquet: str | None, fmt: str, as_json: bool,
-              output: str | None, timeout: float, max_rows: int, columns: list[str] | None,
-              vertical: bool, lock_timeout: float) -> None:
+              dialect: str | None, engine: str, parquet: str | None, master: str | None,
+              conf: tuple[str, ...], fmt: str, as_json: bool, output: str | None, timeout: float,
+              max_rows: int, columns: list[str] | None, vertical: bool,
+              lock_timeout: float) -> None:
     """Run read-only SQL or a filter-DSL query (or @saved-name) over the store's views.
 
     \b
@@ -110,7 +111,7 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
       recstore query @slowest-runs --engine spark --parquet export/
     """
     fmt = "json" if as_json else fmt
-    values = _params(params)
+    values = dict(name_values(params, "--param"))
     if explain or dialect:
         compiled = _compile(text, values, None)
         say(compiled.to(dialect or "duckdb", pretty=True))
@@ -123,8 +124,8 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
                              source="--engine")
         from recstore.query.spark import run_on_spark
 
-        result = cap_rows(run_on_spark(_compile(text, values, default_catalog()), parquet),
-                          limits.max_rows)
+        result = cap_rows(run_on_spark(_compile(text, values, default_catalog()), parquet,
+                                       spark=session(master, conf)), limits.max_rows)
         _write(result, columns, fmt, output, vertical, limits.max_rows)
         return
     text, bound, language = _resolve_saved(text, values)

@@ -13,7 +13,11 @@ from typing import IO, Any
 
 import click
 
-__all__ = ["CliProgress", "columns_option", "quiet_option", "say", "vertical_option"]
+from recstore.errors import InputError
+
+__all__ = [
+    "CliProgress", "columns_option", "name_values", "quiet_option", "say", "vertical_option",
+]
 
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="Show no progress display.")
 columns_option = click.option(
@@ -23,6 +27,18 @@ columns_option = click.option(
 vertical_option = click.option(
     "--vertical", is_flag=True,
     help="One 'column  value' block per row (a single row that does not fit prints so anyway).")
+
+
+def name_values(pairs: tuple[str, ...], option: str, name: str = "NAME") -> list[tuple[str, str]]:
+    """``NAME=VALUE`` option values as (name, value) pairs (names stripped); one error names the
+    malformed one."""
+    out = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"expected {name}=VALUE, got {pair!r}", source=option)
+        out.append((key.strip(), value))
+    return out
 
 
 def say(text: str, *, err: bool = False, nl: bool = True) -> None:

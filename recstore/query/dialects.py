@@ -14,6 +14,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from recstore.errors import InputError
+from recstore.query.spark_json import spark_json
 from recstore.query.views import Catalog
 
 DIALECTS: tuple[str, ...] = ("duckdb", "spark", "trino", "postgres", "bigquery", "clickhouse")
@@ -72,7 +73,34 @@ def safe_casts(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> e
     return tree
 
 
-RULES: tuple[Rule, ...] = (list_length, percentile, safe_casts)
+_INTEGER_TYPES = (exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
+                  exp.DataType.Type.BIGINT)
+
+
+def double_math(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> exp.Expression:
+    """Spark's ``FLOOR`` of a DOUBLE is a BIGINT, which fails under ANSI mode past 2^63 (DuckDB
+    keeps a DOUBLE), and its cast of a DOUBLE to an integer truncates (DuckDB rounds half away
+    from zero). On Spark, ``floor(x)`` of a DOUBLE becomes ``x - pmod(x, 1)`` and a cast of a
+    DOUBLE to an integer type casts ``round(x)``."""
+    if dialect != "spark" or not any(True for _ in tree.find_all(exp.Floor, exp.Cast)):
+        return tree
+    typed = _annotated(tree, catalog)
+    pairs = zip(tree.find_all(exp.Floor, exp.Cast), typed.find_all(exp.Floor, exp.Cast),
+                strict=False)
+    for original, annotated in list(pairs):
+        arg_type = annotated.this.type
+        if arg_type is None or not arg_type.is_type(exp.DataType.Type.DOUBLE):
+            continue
+        if isinstance(original, exp.Floor) and original.args.get("decimals") is None:
+            value = original.this
+            original.replace(exp.Paren(this=exp.Sub(this=value.copy(), expression=exp.Anonymous(
+                this="PMOD", expressions=[value.copy(), exp.Literal.number(1)]))))
+        elif isinstance(original, exp.Cast) and original.to.is_type(*_INTEGER_TYPES):
+            original.set("this", exp.Round(this=original.this.copy()))
+    return tree
+
+
+RULES: tuple[Rule, ...] = (list_length, percentile, safe_casts, double_math, spark_json)
 
 
 def to_dialect(tree: exp.Expression, dialect: str, catalog: Catalog | None = None,

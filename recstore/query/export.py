@@ -67,21 +67,39 @@ def export_views(store: Store, directory: str | Path, progress: Progress = NO_PR
     with store.reader() as con:
         catalog = catalog_from_connection(con)
         views = list(catalog.views.values())
-        earlier = _claim(directory, [v.name for v in views], overwrite)
-        for name in earlier:
-            shutil.rmtree(directory / name)
-        _write_manifest(directory, summary, complete=False, views=[v.name for v in views])
+        claim_export_dir(directory, [v.name for v in views], overwrite)
         with owner_only_umask():  # DuckDB's COPY creates the partition folders and files
             for done, view in enumerate(views, start=1):
                 summary.rows[view.name] = _export_view(con, catalog, view, directory / view.name)
                 progress.update(done, len(views))
-                if _partitionable(catalog, view):
+                if partitionable(catalog, view):
                     summary.partitioned.append(view.name)
-        _write_manifest(directory, summary, complete=True, views=list(summary.rows))
+        write_manifest(directory, summary.rows, summary.partitioned)
     return summary
 
 
-def _claim(directory: Path, views: list[str], overwrite: bool) -> list[str]:
+def claim_export_dir(directory: Path, views: list[str], overwrite: bool) -> None:
+    """Make ``directory`` ready to receive the folders ``views`` (what ``recstore export`` and
+    ``recstore spark build`` write): create it when new, accept it when empty, or (with
+    ``overwrite``) delete the view folders an earlier export's manifest lists. Then mark it with
+    an incomplete manifest, so a crashed export can be replaced with ``overwrite``.
+
+    Raises:
+        InputError: the folder holds something else, or an earlier export without
+            ``overwrite`` (checked before anything is deleted).
+    """
+    for name in _earlier_views(directory, views, overwrite):
+        shutil.rmtree(directory / name)
+    _write_manifest(directory, {"complete": False, "views": views})
+
+
+def write_manifest(directory: Path, rows: dict[str, int], partitioned: list[str]) -> None:
+    """Mark the export in ``directory`` complete, with each view's rows."""
+    _write_manifest(directory, {"complete": True, "views": list(rows), "rows": rows,
+                                "partitioned": partitioned})
+
+
+def _earlier_views(directory: Path, views: list[str], overwrite: bool) -> list[str]:
     """Check that ``directory`` may receive an export (creating it when new); return the view
     folders of an earlier export that are to be replaced."""
     where = str(directory)
@@ -137,12 +155,8 @@ def _kind(path: Path) -> str:
     return "a folder" if path.is_dir() else "a file"
 
 
-def _write_manifest(directory: Path, summary: ExportSummary, *, complete: bool,
-                    views: list[str]) -> None:
-    """The manifest is written first (incomplete: the folder is claimed, and a crashed export
-    can be replaced with --overwrite) and again at the end with the row counts."""
-    document = {"format": MANIFEST_FORMAT, "complete": complete, "views": views,
-                "rows": summary.rows, "partitioned": summary.partitioned,
+def _write_manifest(directory: Path, fields: dict) -> None:
+    document = {"format": MANIFEST_FORMAT, **fields,
                 "written_at": datetime.now(UTC).isoformat(timespec="seconds")}
     with private_open(directory / MANIFEST, "w", encoding="utf-8") as fh:
         fh.write(json.dumps(document, indent=2) + "\n")
@@ -151,21 +165,31 @@ def _write_manifest(directory: Path, summary: ExportSummary, *, complete: bool,
 def _export_view(con: duckdb.DuckDBPyConnection, catalog: Catalog, view: View,
                  target: Path) -> int:
     private_dir(target)
-    select = spark_safe_select(view)
     count = con.execute(f"SELECT count(*) FROM {view.name}").fetchone()[0]  # type: ignore[index]
     options = "FORMAT parquet, COMPRESSION zstd"
-    if count and _partitionable(catalog, view):
-        select = select.select(_day_expression(view), copy=False)
-        if view.name != "runs":
-            select = select.join(exp.to_table("runs").as_("run"),
-                                 on=f"run.run_key = {view.name}.run_key", join_type="left",
-                                 copy=False)
+    partitioned = bool(count) and partitionable(catalog, view)
+    select = export_select(view, partitioned)
+    if partitioned:
         options += f", PARTITION_BY ({PARTITION_COLUMN}), OVERWRITE true"
         to = _literal(str(target))
     else:  # empty or not run-scoped: one file, so a reader still finds the columns
         to = _literal(str(target / "data_0.parquet"))
     con.execute(f"COPY ({select.sql('duckdb')}) TO {to} ({options})")
     return int(count)
+
+
+def export_select(view: View, partitioned: bool) -> exp.Select:
+    """The rows of ``view`` as the export writes them (DuckDB SQL; the Spark build transpiles
+    it): every column in a type Spark reads, and with ``partitioned`` the ``day`` its run
+    started."""
+    select = spark_safe_select(view)
+    if partitioned:
+        select = select.select(_day_expression(view), copy=False)
+        if view.name != "runs":
+            select = select.join(exp.to_table("runs").as_("run"),
+                                 on=f"run.run_key = {view.name}.run_key", join_type="left",
+                                 copy=False)
+    return select
 
 
 def spark_safe_select(view: View) -> exp.Select:
@@ -178,13 +202,15 @@ def spark_safe_select(view: View) -> exp.Select:
     return exp.select(*columns).from_(exp.to_table(view.name))
 
 
-def _partitionable(catalog: Catalog, view: View) -> bool:
+def partitionable(catalog: Catalog, view: View) -> bool:
+    """Whether ``view``'s rows belong to runs, so the export partitions them by day."""
     return view.name == "runs" or view.name in catalog.run_children()
 
 
 def _day_expression(view: View) -> exp.Expression:
     table = "runs" if view.name == "runs" else "run"
-    day = exp.func("strftime", exp.column("started", table=table), exp.Literal.string("%Y-%m-%d"))
+    day = exp.func("strftime", exp.column("started", table=table), exp.Literal.string("%Y-%m-%d"),
+                   dialect="duckdb")
     return exp.func("coalesce", day, exp.Literal.string("unknown")).as_(PARTITION_COLUMN)
 
 

@@ -13,6 +13,8 @@ import importlib.util
 import itertools
 import os
 import shutil
+import tempfile
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,29 +48,48 @@ def spark_missing_reason() -> str | None:
     return None
 
 
+# Set by spark-submit (and pyspark's shell), which started the JVM with the master it was given.
+_SUBMITTED = "PYSPARK_GATEWAY_PORT"
+
+
 @functools.lru_cache(maxsize=1)
-def spark_session() -> Any:
-    """One local Spark session (``local[2]``, UTC, no UI) per process."""
+def spark_session(master: str | None = None, conf: tuple[tuple[str, str], ...] = ()) -> Any:
+    """One Spark session per process: on ``master`` (a Spark master URL; by default the one
+    spark-submit was given, else ``local[2]``), UTC, no UI, with the settings ``conf`` added."""
     reason = spark_missing_reason()
     if reason:
         raise SparkUnavailable(reason)
     # Spark otherwise warns that the host name resolves to loopback and may bind elsewhere.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # pyspark warns on each Arrow call that it has not been tested with pandas 3; recstore's
+    # Spark path exchanges Arrow batches and does not go through pandas.
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas",
+                            category=FutureWarning)
     from pyspark.sql import SparkSession
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("recstore")
+    builder = SparkSession.builder
+    if master or _SUBMITTED not in os.environ:
+        builder = builder.master(master or "local[2]")
+    local = (master or "local").startswith("local") and _SUBMITTED not in os.environ
+    builder = (
+        builder.appName("recstore")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "4" if local else "200")
         # A day-partitioned view has hundreds of small directories: list them on the driver
         # instead of starting a distributed listing job per view.
         .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
-        .getOrCreate()
     )
+    if local:
+        builder = builder.config("spark.driver.host", "127.0.0.1")
+        # recstore keeps no tables in Spark's catalogue; without this, its first look-up makes
+        # an empty spark-warehouse/ in the working directory
+        builder = builder.config("spark.sql.warehouse.dir", str(
+            Path(tempfile.gettempdir()) / f"recstore-spark-warehouse-{os.getuid()}"))
+    for key, value in conf:
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
 
@@ -95,9 +116,10 @@ def register_views(spark: Any, parquet_dir: str | Path, names: Iterable[str]) ->
 
 
 def run_on_spark(query: CompiledQuery, parquet_dir: str | Path,
-                 batch_rows: int = BATCH_ROWS) -> ResultStream:
-    """Run ``query`` (compiled to Spark SQL) over the Parquet export in ``parquet_dir``."""
-    spark = spark_session()
+                 batch_rows: int = BATCH_ROWS, spark: Any = None) -> ResultStream:
+    """Run ``query`` (compiled to Spark SQL) over the Parquet export in ``parquet_dir``, on
+    ``spark`` (default: :func:`spark_session`)."""
+    spark = spark or spark_session()
     register_views(spark, parquet_dir, query.views())
     frame = spark.sql(query.to("spark"))
     columns = list(frame.columns)

@@ -8,7 +8,9 @@ descriptions live here; a column the DDL gains without a description is shown wi
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import duckdb
@@ -545,17 +547,25 @@ def catalog_from_connection(con: duckdb.DuckDBPyConnection) -> Catalog:
     return Catalog(views)
 
 
-@functools.lru_cache(maxsize=1)
-def default_catalog() -> Catalog:
-    """The catalogue of a store built from the shipped schema files (no store file needed)."""
+@contextlib.contextmanager
+def schema_connection() -> Iterator[duckdb.DuckDBPyConnection]:
+    """An in-memory DuckDB database holding the shipped schema (tables, macros, views) and no
+    rows: what the definitions of a store are read from without a store file."""
     con = duckdb.connect(":memory:")
     try:
         for path in sorted(resource_dir("schema").glob("*.sql")):
             con.execute(path.read_text(encoding="utf-8"))
         refresh_views(con)
-        return catalog_from_connection(con)
+        yield con
     finally:
         con.close()
+
+
+@functools.lru_cache(maxsize=1)
+def default_catalog() -> Catalog:
+    """The catalogue of a store built from the shipped schema files (no store file needed)."""
+    with schema_connection() as con:
+        return catalog_from_connection(con)
 
 
 def schema_text(catalog: Catalog) -> str:

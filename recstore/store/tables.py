@@ -19,7 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 __all__ = [
+    "ARROW_TYPES",
     "StagedInsert",
+    "arrow_column",
+    "derived_column",
     "insert_columns",
     "insert_rows",
     "registered",
@@ -33,7 +36,8 @@ _LONE_SURROGATE_ESCAPE = re.compile(
     r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 )
 
-_ARROW_TYPES = {
+# Arrow type of each DuckDB column type the store's tables use.
+ARROW_TYPES = {
     "VARCHAR": pa.string(),
     "JSON": pa.string(),
     "INTEGER": pa.int32(),
@@ -53,6 +57,15 @@ _DERIVED = {
 }
 
 
+def derived_column(table: str, name: str, dtype: str, given: set[str]) -> str | None:
+    """DuckDB SQL computing column ``name`` (of type ``dtype``) of ``table`` from the staged
+    columns ``given``, or None when it is not computed (the Spark build transpiles the same)."""
+    derived = _DERIVED.get((table, name))
+    if derived is None and dtype == "TIMESTAMP" and f"{name}_text" in given:
+        derived = f"timezone('UTC', try_cast(\"{name}_text\" AS TIMESTAMPTZ))"
+    return derived
+
+
 def _json_safe(text: str | None) -> str | None:
     """DuckDB's JSON type rejects lone-surrogate escapes; projections show them as U+FFFD.
 
@@ -68,7 +81,7 @@ def _utf8_safe(value: object) -> object:
     return value
 
 
-def _arrow_column(values: Sequence, arrow_type: pa.DataType, is_json: bool) -> pa.Array:
+def arrow_column(values: Sequence, arrow_type: pa.DataType, is_json: bool) -> pa.Array:
     """One column in C (no per-cell Python work unless a value needs repair): lone surrogates
     (valid JSON, not UTF-8) become U+FFFD, lone-surrogate escapes in JSON columns too."""
     try:
@@ -138,7 +151,7 @@ def stage_columns(
     the table is not inserted. ``columns_cache`` (a dict owned by the caller, valid while the
     schema does not change) saves one catalog query per call."""
     types = dict(_live_columns(con, table, catalog, columns_cache))
-    unknown = [n for n in names if n not in types or types[n] not in _ARROW_TYPES]
+    unknown = [n for n in names if n not in types or types[n] not in ARROW_TYPES]
     if unknown:
         raise LookupError(f"{table}: no such column or no Arrow type for {unknown}")
     given = set(names)
@@ -147,15 +160,13 @@ def stage_columns(
     for name, dtype in types.items():
         if name in given:
             continue
-        derived = _DERIVED.get((table, name))
-        if derived is None and dtype == "TIMESTAMP" and f"{name}_text" in given:
-            derived = f"timezone('UTC', try_cast(\"{name}_text\" AS TIMESTAMPTZ))"
+        derived = derived_column(table, name, dtype, given)
         if derived is not None:
             targets.append(name)
             select.append(derived)
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(names)
     arrays = [
-        _arrow_column(values, _ARROW_TYPES[types[name]], types[name] == "JSON")
+        arrow_column(values, ARROW_TYPES[types[name]], types[name] == "JSON")
         for name, values in zip(names, columns, strict=True)
     ]
     if add is not None and add[0]:

@@ -1,0 +1,83 @@
+"""CLI: ``recstore spark build`` (the store's views from raw NDJSON, computed on Spark)."""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Any
+
+import click
+
+from recstore.cli import cli
+from recstore.cli.terminal import CliProgress, name_values, quiet_option, say
+from recstore.errors import InputError
+from recstore.jsonout import dumps
+
+master_option = click.option(
+    "--master", metavar="URL",
+    help="Spark master (local[4], spark://host:7077, yarn, k8s://...); default: the one "
+    "spark-submit was given, else local[2].")
+conf_option = click.option(
+    "--conf", "conf", multiple=True, metavar="KEY=VALUE",
+    help="A Spark setting for the session (repeatable), e.g. spark.executor.memory=8g.")
+
+
+def session(master: str | None, conf: tuple[str, ...]) -> Any:
+    """The Spark session ``--master`` and ``--conf`` ask for."""
+    from recstore.query.spark import spark_session
+
+    return spark_session(master, tuple(name_values(conf, "--conf", "KEY")))
+
+
+def _check_local_inputs(inputs: tuple[str, ...]) -> None:
+    """A local path or glob that matches nothing fails here, before a JVM starts (Hadoop's
+    ``{a,b}`` globs and URIs are left to Spark)."""
+    for path in inputs:
+        if "://" in path or path.startswith("file:") or "{" in path:
+            continue
+        if not glob.glob(os.path.expanduser(path)):
+            raise InputError("no such file or directory (or nothing matches)", source=path)
+
+
+@cli.group("spark")
+def spark_group() -> None:
+    """Run recstore's work on Spark (see docs/scale.md)."""
+
+
+@spark_group.command("build")
+@click.argument("inputs", nargs=-1, required=True, metavar="NDJSON...")
+@click.argument("directory", metavar="OUT_DIR")
+@master_option
+@conf_option
+@click.option("--overwrite", is_flag=True,
+              help="Replace an earlier export or build in a local OUT_DIR (as export does).")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@quiet_option
+def build_cmd(inputs: tuple[str, ...], directory: str, master: str | None,
+              conf: tuple[str, ...], overwrite: bool, as_json: bool, quiet: bool) -> None:
+    """Build every view from raw aioc NDJSON on Spark, in `recstore export`'s Parquet layout.
+
+    NDJSON is any path, glob, directory or URI Spark reads (file:, hdfs://, s3a://, ...;
+    .gz is read as gzip). The result is what ingesting the files, in path order, into an empty
+    store and exporting it writes; query it with `recstore query --engine spark --parquet`.
+    A local OUT_DIR must be new, empty or an earlier export (--overwrite), as for export.
+
+    \b
+    Examples:
+      recstore spark build 'runs/*.ndjson.gz' export/
+      recstore spark build --master spark://head:7077 s3a://bucket/runs/2026-03-*/ s3a://bucket/views/
+    """
+    from recstore.spark.build import build_views, output_location
+
+    _check_local_inputs(inputs)
+    spark = session(master, conf)
+    with CliProgress("build views", quiet=quiet) as progress:
+        summary = build_views(spark, list(inputs), output_location(directory), progress,
+                               overwrite=overwrite)
+    if as_json:
+        click.echo(dumps({"directory": summary.directory, "accepted": summary.accepted,
+                          "revised": summary.revised, "duplicate": summary.duplicate,
+                          "rejected": summary.rejected, "sources": summary.sources,
+                          "events": summary.events, "rows": summary.rows}))
+        return
+    say(summary.line())
