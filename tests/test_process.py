@@ -77,6 +77,13 @@ def _wait_until_gone(pids: set[int], hang_guard: float = 60.0) -> set[int]:
     return {p for p in pids if _alive(p)}
 
 
+def _survivors_of_sigkill(proc: subprocess.Popen, family: set[int]) -> set[int]:
+    """``kill -9`` of ``proc``: which of its ``family`` of processes still run afterwards."""
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    return _wait_until_gone(family)
+
+
 def _kill_all(pids: set[int]) -> None:
     for pid in pids:
         try:
@@ -118,9 +125,7 @@ def test_sigkill_of_a_sweep_takes_its_workers_and_replayers_with_it(tmp_path):
         family = _descendants(proc.pid)
         assert _recorded_pids(pids) <= family
         assert len(family) >= 7  # 2 workers, the resource tracker, 2 replayers, 2 children
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        left = _wait_until_gone(family)
+        left = _survivors_of_sigkill(proc, family)
     finally:
         proc.kill()
         _kill_all(family)
@@ -144,9 +149,7 @@ def test_sigkill_of_an_ingest_takes_its_workers_with_it(tmp_path):
             time.sleep(0.05)
             family = _descendants(proc.pid)
         assert len(family) >= 2
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        left = _wait_until_gone(family)
+        left = _survivors_of_sigkill(proc, family)
     finally:
         proc.kill()
         _kill_all(family)
