@@ -151,7 +151,10 @@ def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
     import multiprocessing
 
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method),
-                             initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method),
+                               initializer=exit_with_parent, initargs=(os.getpid(),))
+    try:
         pool.submit(int)  # a fork pool starts all its workers at the first submit: now
         yield pool
+    finally:  # after an error, work not started yet is dropped instead of waited for
+        pool.shutdown(cancel_futures=True)
