@@ -111,12 +111,18 @@ def test_cli_refuses_a_malformed_setting_before_starting_spark(inputs, tmp_path)
     assert "--conf" in result.stderr and "no-equals-sign" in result.stderr
 
 
-def test_cli_builds_views_spark_queries_read(inputs, tmp_path):
+def test_cli_builds_views_spark_queries_read(spark, inputs, tmp_path):
+    """The real command in-process (click's runner), so it uses the test run's one Spark session
+    instead of starting a second JVM (the refusals above run it in a subprocess)."""
+    from click.testing import CliRunner
+
+    from recstore.cli import cli
+
     out = tmp_path / "views"
-    result = run_cli(tmp_path / "unused.duckdb", "spark", "build", "--master", "local[1]",
-                     "--conf", "spark.sql.shuffle.partitions=2", "--json", "--quiet",
-                     str(inputs / "3-edge.ndjson"), str(out))
-    assert result.returncode == 0, result.stderr
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "unused.duckdb"), "spark", "build",
+                                      "--json", "--quiet", str(inputs / "3-edge.ndjson"),
+                                      str(out)])
+    assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert (summary["accepted"], summary["revised"], summary["rejected"]) == (4, 2, 3)
     con = duckdb.connect()
