@@ -326,6 +326,8 @@ def test_new_stores_use_small_blocks_and_older_files_keep_theirs(tmp_path):
     new = Store(tmp_path / "new.duckdb")
     new.ingest_records(records[:2])
     assert _block_size(new) == 64 * 1024
+    with duckdb.connect(str(tmp_path / "new.duckdb"), read_only=True):  # a user's own connection
+        assert _count(new, "SELECT count(*) FROM runs") == 2
     duckdb.connect(str(tmp_path / "old.duckdb")).close()  # DuckDB's default: 256 KiB
     old = Store(tmp_path / "old.duckdb")
     old.ingest_records(records[:2])
