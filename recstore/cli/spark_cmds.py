@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+from dataclasses import asdict
 from typing import Any
 
 import click
@@ -53,7 +54,8 @@ def spark_group() -> None:
               help="Replace an earlier export or build in a local OUT_DIR (as export does).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @quiet_option
-def build_cmd(inputs: tuple[str, ...], directory: str, master: str | None,
+@click.pass_context
+def build_cmd(ctx: click.Context, inputs: tuple[str, ...], directory: str, master: str | None,
               conf: tuple[str, ...], overwrite: bool, as_json: bool, quiet: bool) -> None:
     """Build every view from raw aioc NDJSON on Spark, in `recstore export`'s Parquet layout.
 
@@ -61,6 +63,7 @@ def build_cmd(inputs: tuple[str, ...], directory: str, master: str | None,
     .gz is read as gzip). The result is what ingesting the files, in path order, into an empty
     store and exporting it writes; query it with `recstore query --engine spark --parquet`.
     A local OUT_DIR must be new, empty or an earlier export (--overwrite), as for export.
+    Exit status 1 when a line was rejected (the rejects view holds it), as for ingest.
 
     \b
     Examples:
@@ -75,9 +78,7 @@ def build_cmd(inputs: tuple[str, ...], directory: str, master: str | None,
         summary = build_views(spark, list(inputs), output_location(directory), progress,
                                overwrite=overwrite)
     if as_json:
-        click.echo(dumps({"directory": summary.directory, "accepted": summary.accepted,
-                          "revised": summary.revised, "duplicate": summary.duplicate,
-                          "rejected": summary.rejected, "sources": summary.sources,
-                          "events": summary.events, "rows": summary.rows}))
-        return
-    say(summary.line())
+        click.echo(dumps(asdict(summary)))
+    else:
+        say(summary.line())
+    ctx.exit(summary.exit_code)  # 1 when a line was rejected, as ingest

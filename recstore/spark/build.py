@@ -54,6 +54,7 @@ from recstore.query.export import (
 )
 from recstore.spark.definitions import SparkDefinitions, spark_definitions, spark_type
 from recstore.spark.records import EVENT_FIELDS, prepare_lines, prepared_schema, source_uri
+from recstore.store.ingest import RecordCounts
 from recstore.store.projection import COLUMNS, PROJECTION_TABLES, SEQ_COLUMNS
 from recstore.store.tables import derived_column
 
@@ -73,14 +74,10 @@ _PLACED_RUN_COLUMNS = {
 
 
 @dataclass
-class BuildSummary:
+class BuildSummary(RecordCounts):
     """What a build read and wrote: records by outcome, and rows per view."""
 
     directory: str
-    accepted: int = 0
-    revised: int = 0
-    duplicate: int = 0
-    rejected: int = 0
     sources: int = 0
     events: int = 0
     seconds: float = 0.0
@@ -88,8 +85,7 @@ class BuildSummary:
 
     def line(self) -> str:
         """The one-line summary the CLI prints."""
-        return (f"accepted {self.accepted}, duplicate {self.duplicate}, revised {self.revised}, "
-                f"rejected {self.rejected} ({self.sources} sources, {self.events} events, "
+        return (f"{self.outcomes()} ({self.sources} sources, {self.events} events, "
                 f"{self.seconds:.1f}s) -> {self.directory}")
 
 

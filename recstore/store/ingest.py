@@ -51,6 +51,7 @@ __all__ = [
     "DEFAULT_MAX_RECORD_BYTES",
     "BatchWriter",
     "IngestSummary",
+    "RecordCounts",
     "InputSource",
     "SourceCounts",
     "delete_projections",
@@ -111,14 +112,31 @@ class InputSource(Protocol):
     def inputs(self) -> Iterator[RawInput]: ...
 
 
-@dataclass
-class IngestSummary:
-    """What one ingest did. ``run_keys`` lists the runs stored (new or revised), in order."""
+@dataclass(kw_only=True)
+class RecordCounts:
+    """Records read, by outcome: stored as new runs, as new revisions, found identical to a
+    stored revision, or rejected."""
 
     accepted: int = 0
     revised: int = 0
     duplicate: int = 0
     rejected: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        """1 when anything was rejected, else 0."""
+        return 1 if self.rejected else 0
+
+    def outcomes(self) -> str:
+        """``accepted N, duplicate N, revised N, rejected N``, as summaries print it."""
+        return (f"accepted {self.accepted}, duplicate {self.duplicate}, revised {self.revised}, "
+                f"rejected {self.rejected}")
+
+
+@dataclass
+class IngestSummary(RecordCounts):
+    """What one ingest did. ``run_keys`` lists the runs stored (new or revised), in order."""
+
     tagged: int = 0
     sources: int = 0
     batches: int = 0
@@ -126,18 +144,12 @@ class IngestSummary:
     run_keys: list[str] = field(default_factory=list)
     rejects: list[dict] = field(default_factory=list)  # first SUMMARY_REJECTS: {where, reason, ...}
 
-    @property
-    def exit_code(self) -> int:
-        """1 when anything was rejected, else 0."""
-        return 1 if self.rejected else 0
-
     def line(self) -> str:
         """The one-line summary the CLI prints."""
         rate = (self.accepted + self.revised + self.duplicate) / self.seconds if self.seconds else 0
         tagged = f", tagged {self.tagged}" if self.tagged else ""
         return (
-            f"accepted {self.accepted}, duplicate {self.duplicate}, revised {self.revised}, "
-            f"rejected {self.rejected}{tagged} ({self.sources} sources, {self.batches} batches, "
+            f"{self.outcomes()}{tagged} ({self.sources} sources, {self.batches} batches, "
             f"{self.seconds:.2f}s, {rate:,.0f} records/s)"
         )
 
@@ -169,15 +181,11 @@ class _Stream(NamedTuple):
 
 
 @dataclass
-class SourceCounts:
+class SourceCounts(RecordCounts):
     """What reading one input found, by outcome."""
 
     source_id: int
     records: int = 0
-    accepted: int = 0
-    revised: int = 0
-    duplicate: int = 0
-    rejected: int = 0
 
     def add(self, outcome: str) -> None:
         self.records += 1
