@@ -15,7 +15,7 @@ import recstore
 import recstore.cli
 from recstore.cli import COMMANDS, cli
 
-from .conftest import REPO_ROOT
+from .conftest import AIOC_FIXTURES, AIOC_RECORD_NAMES, REPO_ROOT
 
 # Libraries that cost tens to hundreds of milliseconds to import; no start-up path needs them.
 HEAVY = {"duckdb", "pyarrow", "sqlglot", "pydantic", "orjson", "yaml", "croniter", "pyspark"}
@@ -85,3 +85,23 @@ def test_public_names_load_on_first_use():
     assert set(recstore.__all__) <= set(dir(recstore))
     with pytest.raises(AttributeError, match="no attribute 'Stor'"):
         recstore.Stor  # noqa: B018 - the attribute access is the test
+
+
+def test_a_command_stores_without_importing_pandas(tmp_path):
+    """pyarrow would import pandas (0.3-0.5 s) on its first list conversion; the CLI answers
+    that probe, so an ingest (which stages Arrow tables) never loads pandas."""
+    record = AIOC_FIXTURES / f"{AIOC_RECORD_NAMES[0]}.json"
+    modules = imported_modules("--db", str(tmp_path / "runs.duckdb"), "ingest", str(record))
+    assert "pyarrow" in modules
+    assert not {m for m in modules if m.startswith("pandas.")}
+
+
+def test_pandas_stays_usable_after_the_probe():
+    code = ("import sys, pyarrow as pa; from recstore.cli import answer_pyarrow_pandas_probe; "
+            "answer_pyarrow_pandas_probe(); pa.table({'a': [1]}); "
+            "assert 'pandas' not in sys.modules; "
+            "print(type(pa.table({'a': [1, 2]}).to_pandas()).__name__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "DataFrame"

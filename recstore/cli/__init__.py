@@ -9,6 +9,7 @@ command runs (:data:`COMMANDS` says where each lives), and turns
 
 from __future__ import annotations
 
+import importlib.abc
 import sys
 
 import click
@@ -63,8 +64,57 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class _Root(click.Group):
+def answer_pyarrow_pandas_probe() -> None:
+    """Spare a command pyarrow's import of pandas (0.3-0.5 s of every ingest or replay).
+
+    The first time pyarrow converts a Python list it imports pandas, only to ask whether the
+    list is a pandas object. recstore never hands it one, so the CLI lets that first probe find
+    no pandas. Only the probe is answered: pyarrow imports pandas when something asks for
+    pandas by name (``to_pandas``), and a program using recstore as a library is left alone.
+    """
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa  # every command but `inspect` needs it anyway (the store's staging)
+
+    sys.meta_path.insert(0, _NO_PANDAS)
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(_NO_PANDAS)
+
+
+class _NoPandas(importlib.abc.MetaPathFinder):
+    """An import finder for which pandas is not installed."""
+
+    def find_spec(self, name, path, target=None):  # noqa: D102 - importlib hook
+        if name == "pandas":
+            raise ModuleNotFoundError("pandas is not needed here", name=name)
+        return None
+
+
+_NO_PANDAS = _NoPandas()
+
+
+class _Command(click.Command):
+    """A command that answers pyarrow's pandas probe once its arguments are parsed (so
+    ``--help`` stays light)."""
+
+    def invoke(self, ctx: click.Context):  # noqa: D102 - click hook
+        answer_pyarrow_pandas_probe()
+        return super().invoke(ctx)
+
+
+class _Group(click.Group):
+    """A command group whose commands (and subgroups') are :class:`_Command`."""
+
+    command_class = _Command
+    group_class = type  # subgroups are _Group too
+
+
+class _Root(_Group):
     """The root group: commands load on first use; a RecstoreError becomes one line."""
+
+    group_class = _Group
 
     def list_commands(self, ctx: click.Context) -> list[str]:  # noqa: D102 - click hook
         return sorted({*self.commands, *COMMANDS})
