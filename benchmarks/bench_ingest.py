@@ -8,6 +8,12 @@ same file into one table, the least any loader must do::
         json->>'agentName' agentName, json->>'startedAt' startedAt, json AS raw
     FROM read_ndjson_objects(file);  CHECKPOINT
 
+A second baseline shows the part of the gap Python cannot close: ``hash only`` reads the same
+lines and computes each record's aioc hash as ingest does (parse, canonical JSON of the items and
+the record, sha256), nothing else, in one process. Every ingest must do that much to tell new
+records from duplicates and revisions, so its ratio to the floor bounds a single-process ingest
+from above (two worker processes: about twice that).
+
 Each phase runs in its own process (its peak RSS and CPU time are its own: user + system, all
 threads, and child processes), floor and recstore interleaved ``--repeat`` times; medians are
 printed. Ratios are recstore throughput / floor throughput (>= 0.5 is the aim) and recstore
@@ -79,6 +85,23 @@ def phase_floor(corpus: Path, db: Path) -> dict:
     return {"seconds": time.perf_counter() - start, "rows": rows, **_usage()}
 
 
+def phase_hash(corpus: Path, db: Path) -> dict:
+    import orjson
+
+    from recstore.canonical import canonical_bytes
+    from recstore.store.prepare import record_hash
+
+    start = time.perf_counter()
+    rows = 0
+    with open(corpus, "rb") as fh:
+        for line in fh:
+            record = orjson.loads(line)
+            record_hash(record, [canonical_bytes(item) for item in record["items"]])
+            rows += 1
+    db.write_bytes(b"")  # no store: the table's bytes column shows 0
+    return {"seconds": time.perf_counter() - start, "rows": rows, **_usage()}
+
+
 def phase_ingest(corpus: Path, db: Path) -> dict:
     from recstore.store import Store
 
@@ -127,21 +150,27 @@ def _median(results: list[dict], key: str) -> float:
 def measure(work: Path, n: int, repeat: int) -> dict:
     corpus = work / f"corpus-{n}.ndjson"
     write_corpus(corpus, n)
-    floor, ours = [], []
-    for _ in range(repeat):  # interleaved: a noisy neighbour hits both
+    floor, hashed, ours = [], [], []
+    for _ in range(repeat):  # interleaved: a noisy neighbour hits every phase
         floor.append(_run("floor", corpus, work / "floor.duckdb"))
+        hashed.append(_run("hash", corpus, work / "hash.out"))
         ours.append(_run("ingest", corpus, work / "store.duckdb"))
     corpus_bytes = corpus.stat().st_size
     corpus.unlink()
     assert all(r["rows"] == n for r in ours), "recstore did not store every record"
     row = {"n": n, "ndjson_mb": corpus_bytes / 1e6}
-    for name, results in (("floor", floor), ("recstore", ours)):
+    for name, results in (("floor", floor), ("hash", hashed), ("recstore", ours)):
         for key in ("seconds", "cpu", "rss_mb", "bytes"):
             row[f"{name}_{key}"] = _median(results, key)
     row["wall_ratio"] = row["floor_seconds"] / row["recstore_seconds"]
     row["cpu_ratio"] = row["floor_cpu"] / row["recstore_cpu"]
+    row["hash_wall_ratio"] = row["floor_seconds"] / row["hash_seconds"]
+    row["hash_cpu_ratio"] = row["floor_cpu"] / row["hash_cpu"]
     row["bytes_ratio"] = row["recstore_bytes"] / row["floor_bytes"]
     return row
+
+
+PHASES = {"floor": phase_floor, "hash": phase_hash, "ingest": phase_ingest}
 
 
 def main() -> None:
@@ -150,14 +179,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="interleaved runs per size")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="also profile an ingest of N records")
-    parser.add_argument("--phase", choices=["floor", "ingest"], help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.phase:
-        phase = phase_floor if args.phase == "floor" else phase_ingest
-        print(json.dumps(phase(args.corpus, args.db)))
+        print(json.dumps(PHASES[args.phase](args.corpus, args.db)))
         return
 
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -165,7 +193,8 @@ def main() -> None:
           f"{os.cpu_count()} cores)")
     header = (f"{'records':>8} {'NDJSON MB':>9} | {'rec/s':>7} {'floor rec/s':>11} "
               f"{'wall ratio':>10} {'CPU ratio':>9} | {'B/run':>6} {'floor B/run':>11} "
-              f"{'bytes ratio':>11} | {'peak RSS MB':>11} {'floor RSS':>9}")
+              f"{'bytes ratio':>11} | {'peak RSS MB':>11} {'floor RSS':>9} | "
+              f"{'hash only: wall':>15} {'CPU ratio':>9}")
     print(header)
     print("-" * len(header))
     rows = []
@@ -177,7 +206,8 @@ def main() -> None:
                   f"{n / r['floor_seconds']:>11,.0f} {r['wall_ratio']:>10.2f} "
                   f"{r['cpu_ratio']:>9.2f} | {r['recstore_bytes'] / n:>6,.0f} "
                   f"{r['floor_bytes'] / n:>11,.0f} {r['bytes_ratio']:>11.2f} | "
-                  f"{r['recstore_rss_mb']:>11,.0f} {r['floor_rss_mb']:>9,.0f}", flush=True)
+                  f"{r['recstore_rss_mb']:>11,.0f} {r['floor_rss_mb']:>9,.0f} | "
+                  f"{r['hash_wall_ratio']:>15.2f} {r['hash_cpu_ratio']:>9.2f}", flush=True)
         if len(rows) > 1:
             first, last = rows[0], rows[-1]
             change = (last["n"] / last["recstore_seconds"]) / (first["n"] / first["recstore_seconds"])
