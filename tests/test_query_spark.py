@@ -152,3 +152,43 @@ def test_cli_engine_spark_matches_the_store(fixture_store, exported, spark):
     assert on_store.returncode == 0 and on_spark.exit_code == 0, on_spark.output
     store_rows, spark_rows = json.loads(on_store.stdout), json.loads(on_spark.stdout)
     assert store_rows and sorted(map(repr, spark_rows)) == sorted(map(repr, store_rows))
+
+
+def test_a_failing_spark_job_is_one_error_line(fixture_store, exported, spark):
+    """A query Spark fails at run time (ANSI casts: 'aioc:…' is not a number) is one line
+    naming Spark's error class and exit status 2, not a Py4J traceback."""
+    from click.testing import CliRunner
+
+    from recstore.cli import cli
+
+    result = CliRunner().invoke(cli, ["--db", str(fixture_store.path), "query",
+                                      "SELECT CAST(run_key AS INT) AS n FROM runs", "--engine",
+                                      "spark", "--parquet", str(exported)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("recstore: error: Spark failed: [CAST_INVALID_INPUT]")
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_a_local_session_sizes_its_driver_to_the_machine(spark):
+    """Spark's default 1 GiB heap runs out of memory building ~200,000 runs; a local session
+    gets half the machine (1-16 GiB) unless --conf says otherwise."""
+    from recstore.query.spark import local_driver_memory
+
+    size = local_driver_memory()
+    assert spark.sparkContext.getConf().get("spark.driver.memory") == size
+    assert 1 <= int(size.removesuffix("g")) <= 16
+
+
+def test_a_stopped_spark_jvm_is_one_error_with_the_memory_hint():
+    """When Spark's JVM dies (out of memory at ~200,000 runs with a 1 GiB heap), Py4J's last
+    word is a refused connection; the error says the JVM stopped and how to give it memory."""
+    from py4j.protocol import Py4JNetworkError
+
+    from recstore.query.spark import SparkFailed, spark_failures
+
+    with pytest.raises(SparkFailed, match=r"JVM stopped .*--conf spark.driver.memory="):
+        with spark_failures():
+            try:
+                raise Py4JNetworkError("Answer from Java side is empty")
+            except Py4JNetworkError:
+                raise ConnectionRefusedError(111, "Connection refused") from None

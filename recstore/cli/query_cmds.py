@@ -122,11 +122,12 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
         if not parquet:
             raise InputError("spark needs --parquet DIR (written by `recstore export DIR`)",
                              source="--engine")
-        from recstore.query.spark import run_on_spark
+        from recstore.query.spark import run_on_spark, spark_failures
 
-        result = cap_rows(run_on_spark(_compile(text, values, default_catalog()), parquet,
-                                       spark=session(master, conf)), limits.max_rows)
-        _write(result, columns, fmt, output, vertical, limits.max_rows)
+        with spark_failures():
+            result = cap_rows(run_on_spark(_compile(text, values, default_catalog()), parquet,
+                                           spark=session(master, conf)), limits.max_rows)
+            _write(result, columns, fmt, output, vertical, limits.max_rows)
         return
     text, bound, language = _resolve_saved(text, values)
     with run_query(existing_store(ctx, lock_timeout), text, bound, language=language,

@@ -70,13 +70,13 @@ def build_cmd(ctx: click.Context, inputs: tuple[str, ...], directory: str, maste
       recstore spark build 'runs/*.ndjson.gz' export/
       recstore spark build --master spark://head:7077 s3a://bucket/runs/2026-03-*/ s3a://bucket/views/
     """
+    from recstore.query.spark import spark_failures
     from recstore.spark.build import build_views, output_location
 
     _check_local_inputs(inputs)
-    spark = session(master, conf)
-    with CliProgress("build views", quiet=quiet) as progress:
-        summary = build_views(spark, list(inputs), output_location(directory), progress,
-                               overwrite=overwrite)
+    with spark_failures(), CliProgress("build views", quiet=quiet) as progress:
+        summary = build_views(session(master, conf), list(inputs), output_location(directory),
+                              progress, overwrite=overwrite)
     if as_json:
         click.echo(dumps(asdict(summary)))
     else:

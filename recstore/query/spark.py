@@ -11,11 +11,14 @@ from __future__ import annotations
 import functools
 import importlib.util
 import itertools
+import logging
 import os
+import re
 import shutil
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +36,62 @@ INSTALL_HINT = "pip install 'recstore[spark]'"
 
 class SparkUnavailable(RecstoreError):
     """pyspark or Java is missing; the message says how to install it."""
+
+
+class SparkFailed(RecstoreError):
+    """A Spark job failed or Spark's JVM stopped; the message is the cause Spark gave."""
+
+
+MEMORY_HINT = ("if it ran out of memory, give it more: --conf spark.driver.memory=8g "
+               "(local), spark.executor.memory on a cluster")
+
+
+@contextmanager
+def spark_failures() -> Iterator[None]:
+    """Turn a Spark failure inside the block into one :class:`SparkFailed` line (Spark's own
+    errors arrive as Py4J or PySpark exceptions with a Java stack trace)."""
+    try:
+        yield
+    except RecstoreError:
+        raise
+    except Exception as exc:
+        cause = _spark_cause(exc)
+        if cause is None:
+            raise
+        raise SparkFailed(cause) from exc
+
+
+def _spark_cause(exc: BaseException) -> str | None:
+    """What a user needs from a Spark exception chain, or None when Spark is not in it."""
+    from py4j.protocol import Py4JError, Py4JNetworkError
+
+    chain, seen = [], exc
+    while seen is not None and len(chain) < 10:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    if any(isinstance(e, Py4JNetworkError) for e in chain):
+        return f"Spark's JVM stopped (its log above says why; {MEMORY_HINT})"
+    error = next((e for e in chain if isinstance(e, Py4JError)
+                  or type(e).__module__.startswith("pyspark")), None)
+    if error is None:
+        return None
+    try:
+        text = str(error)
+    except Exception:  # noqa: BLE001 - Py4J cannot describe the error of a dying JVM
+        text = ""
+    hint = f"; {MEMORY_HINT}" if "OutOfMemoryError" in text else ""
+    return f"Spark failed: {_root_message(text) or type(error).__name__}{hint}"
+
+
+def _root_message(text: str) -> str:
+    """The innermost Java exception's message in Py4J's text of an error (``Caused by: ...``
+    lines, else the ``: ...`` line under "An error occurred while calling ..."), without the
+    exception's class when Spark names an error class (``[CAST_INVALID_INPUT] ...``)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
+    causes = causes or [line.removeprefix(": ") for line in lines if line.startswith(": ")]
+    message = causes[-1] if causes else (lines[0] if lines else "")
+    return re.sub(r"^[\w.$]+: (?=\[)", "", message)
 
 
 def spark_missing_reason() -> str | None:
@@ -87,11 +146,24 @@ def spark_session(master: str | None = None, conf: tuple[tuple[str, str], ...] =
         # an empty spark-warehouse/ in the working directory
         builder = builder.config("spark.sql.warehouse.dir", str(
             Path(tempfile.gettempdir()) / f"recstore-spark-warehouse-{os.getuid()}"))
+        builder = builder.config("spark.driver.memory", local_driver_memory())  # --conf wins
     for key, value in conf:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    # PySpark logs a failed query's error as JSON on stderr; spark_failures reports it once.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     return session
+
+
+def local_driver_memory() -> str:
+    """The heap of a local Spark: half the machine's memory, 1 to 16 GiB. Spark's default of
+    1 GiB runs out of memory building ~200,000 runs; a local build has the machine to itself."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return "2g"
+    return f"{max(1, min(16, total // 2 // 2**30))}g"
 
 
 def register_views(spark: Any, parquet_dir: str | Path, names: Iterable[str]) -> list[str]:
