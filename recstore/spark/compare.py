@@ -41,14 +41,11 @@ from recstore.compare.ignore import parse_ignore
 from recstore.compare.pairing import DUPLICATE_RULES, PairBy
 from recstore.errors import InputError
 from recstore.query.api import compile_query, require_selection, run_key_tree
+from recstore.query.export import parquet_view_paths
 from recstore.records import resolve_sections
 from recstore.spark.connection import RunSet, SparkConnection
 
-__all__ = ["ParquetLayout", "spark_compare"]
-
-# What a store computes from records on first use and a layout therefore lacks (docstring).
-_NEEDS_A_STORE = {"input_scope": "--pair-by input_scope"}
-
+__all__ = ["ParquetLayout", "check_layout_options", "spark_compare"]
 
 @dataclass(frozen=True)
 class ParquetLayout:
@@ -64,13 +61,18 @@ class ParquetLayout:
             yield con
 
 
-def _refuse_what_needs_a_store(pair_by: PairBy, needs_fields: bool) -> None:
-    if pair_by.kind in _NEEDS_A_STORE:
-        raise InputError(f"{_NEEDS_A_STORE[pair_by.kind]} needs the input-scope keys a store "
-                         "computes; it is not available with --engine spark (compare on the "
-                         "store, or pair by metadata.<path>, question or lineage)",
+def check_layout_options(directory: str | Path, pair_by: str, ignore: Iterable[str] = (),
+                         preset: str | None = None) -> None:
+    """Raise InputError when ``directory`` holds no Parquet layout or an option needs a store
+    (module docstring): checked before a Spark session starts."""
+    if not parquet_view_paths(directory):
+        raise InputError("no exported views here; write them with `recstore spark build "
+                         "NDJSON... DIR` or `recstore export DIR`", source=str(directory))
+    if PairBy.parse(pair_by).kind == "input_scope":
+        raise InputError("--pair-by input_scope needs the input-scope keys a store computes; "
+                         "with --engine spark pair by metadata.<path>, question or lineage",
                          source="--pair-by")
-    if needs_fields:
+    if parse_ignore(ignore, preset).needs_fields():
         raise InputError("ignoring fields inside entries or metadata (policy.timestamp, "
                          "metadata.<key>, --preset semantic) needs per-field keys a store "
                          "computes; with --engine spark ignore whole sections only (metadata, "
@@ -110,12 +112,12 @@ def spark_compare(
             that holds no layout. EmptySelectionError: an empty side, or no pairs (unless
             ``allow_empty``).
     """
+    check_layout_options(directory, pair_by, ignore, preset)
     spec = parse_ignore(ignore, preset)
     sections = resolve_sections(include_sections, exclude_sections) - spec.sections
     rule_pair_by = PairBy.parse(pair_by)
     if duplicates not in DUPLICATE_RULES:
         raise InputError(f"--duplicates {duplicates!r}: use latest or all")
-    _refuse_what_needs_a_store(rule_pair_by, spec.needs_fields())
     sides = (("baseline", baseline), ("candidate", candidate))
     with SparkConnection(spark, directory) as con:
         selections = [_select(con, f"the {side} filter", text or "", allow_empty)
