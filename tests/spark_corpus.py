@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from recstore.query.export import export_views
-from recstore.spark.build import build_views
 from recstore.store import Store
 
 from .conftest import CORPUS_DEV
@@ -26,7 +25,8 @@ class SparkBuilt(NamedTuple):
     export: Path          # the store's `recstore export`
     build: Path           # `recstore spark build` of the same files
     ingested: Any         # the store's IngestSummary
-    summary: Any          # the build's BuildSummary
+    summary: dict         # the build's summary as `spark build --json` printed it
+    exit_code: int        # and the command's exit status
 
 
 def edge_lines() -> list[str]:
@@ -55,7 +55,13 @@ def write_inputs(directory: Path) -> Path:
 
 
 def build_both(spark: Any, inputs: Path, root: Path) -> SparkBuilt:
-    """Ingest and export ``inputs`` on a store, and build them on Spark, under ``root``."""
+    """Ingest and export ``inputs`` on a store, and build them on Spark with the real
+    `recstore spark build` command, under ``root``. The command runs in-process (click's
+    runner), so it uses the test run's Spark session instead of starting a second JVM."""
+    from click.testing import CliRunner
+
+    from recstore.cli import cli
+
     store = Store(root / "runs.duckdb")
     ingested = store.ingest(sorted(str(p) for p in inputs.iterdir()))
     export_views(store, root / "export")
@@ -65,7 +71,10 @@ def build_both(spark: Any, inputs: Path, root: Path) -> SparkBuilt:
         splits = (spark.read.text(str(inputs / "3-edge.ndjson"))
                   .select("_metadata.file_block_start").distinct().count())
         assert splits > 2
-        summary = build_views(spark, [str(inputs)], str(root / "build"))
+        result = CliRunner().invoke(cli, ["--db", str(root / "unused.duckdb"), "spark", "build",
+                                          "--json", "--quiet", str(inputs), str(root / "build")])
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
-    return SparkBuilt(store, root / "export", root / "build", ingested, summary)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return SparkBuilt(store, root / "export", root / "build", ingested,
+                      json.loads(result.stdout), result.exit_code)

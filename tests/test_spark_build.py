@@ -27,7 +27,7 @@ def inputs(spark_inputs):
 
 @pytest.fixture(scope="module")
 def built(spark_built):
-    """(the store's export, the Spark build, the store's ingest summary, the build summary)."""
+    """(the store's export, the Spark build, the store's ingest summary, the build's --json)."""
     return spark_built.export, spark_built.build, spark_built.ingested, spark_built.summary
 
 
@@ -54,9 +54,9 @@ def test_build_rows_equal_the_stores_export(built, view):
 
 def test_build_counts_records_as_the_ingest_does(built):
     _, _, ingested, summary = built
-    assert (summary.accepted, summary.revised, summary.duplicate, summary.rejected) == (
-        ingested.accepted, ingested.revised, ingested.duplicate, ingested.rejected)
-    assert (summary.revised, summary.duplicate, summary.rejected) == (4, 1, 3)
+    counts = ("accepted", "revised", "duplicate", "rejected")
+    assert [summary[c] for c in counts] == [getattr(ingested, c) for c in counts]
+    assert [summary[c] for c in counts[1:]] == [4, 1, 3]
 
 
 def test_cli_refuses_a_missing_input_before_starting_spark(tmp_path):
@@ -74,30 +74,21 @@ def test_cli_refuses_a_malformed_setting_before_starting_spark(inputs, tmp_path)
     assert "--conf" in result.stderr and "no-equals-sign" in result.stderr
 
 
-def test_cli_builds_views_spark_queries_read(spark, inputs, tmp_path):
-    """The real command in-process (click's runner), so it uses the test run's one Spark session
-    instead of starting a second JVM (the refusals above run it in a subprocess)."""
-    from click.testing import CliRunner
-
-    from recstore.cli import cli
-
-    out = tmp_path / "views"
-    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "unused.duckdb"), "spark", "build",
-                                      "--json", "--quiet", str(inputs / "3-edge.ndjson"),
-                                      str(out)])
-    assert result.exit_code == 1, result.output  # the file has rejected lines, as for ingest
-    summary = json.loads(result.stdout)
-    assert (summary["accepted"], summary["revised"], summary["rejected"]) == (4, 2, 3)
+def test_cli_build_exits_1_on_rejects_and_writes_views_others_read(spark_built):
+    """The shared build is the real command, run in-process (tests/spark_corpus.py): it exits 1
+    because lines were rejected, as ingest does, and its views read as Parquet elsewhere."""
+    assert spark_built.exit_code == 1 and spark_built.summary["rejected"] == 3
     con = duckdb.connect()
     stored = con.execute(f"SELECT count(*), count(DISTINCT day) FROM read_parquet("
-                         f"'{out}/runs/**/*.parquet', hive_partitioning = true)").fetchone()
-    assert stored[0] == summary["rows"]["runs"] == 4 and stored[1] >= 1
+                         f"'{spark_built.build}/runs/**/*.parquet', hive_partitioning = true)"
+                         ).fetchone()
+    assert stored[0] == spark_built.summary["rows"]["runs"] and stored[1] > 1
 
 
 def test_build_marks_its_folder_as_an_export_and_keeps_it_owner_only(built):
     _, build, _, summary = built
     manifest = json.loads((build / MANIFEST).read_text())
-    assert manifest["complete"] is True and manifest["rows"] == summary.rows
+    assert manifest["complete"] is True and manifest["rows"] == summary["rows"]
     modes = {stat.S_IMODE(p.stat().st_mode) for p in build.rglob("*") if not p.is_symlink()}
     assert modes == {0o600, 0o700}
 
