@@ -42,8 +42,9 @@ from recstore.compare.pairing import DUPLICATE_RULES, PairBy
 from recstore.errors import InputError
 from recstore.query.api import compile_query, require_selection, run_key_tree
 from recstore.query.export import parquet_view_paths
+from recstore.query.views import default_catalog
 from recstore.records import resolve_sections
-from recstore.spark.connection import RunSet, SparkConnection
+from recstore.spark.connection import NO_LAYOUT, RunSet, SparkConnection
 
 __all__ = ["ParquetLayout", "check_layout_options", "spark_compare"]
 
@@ -66,8 +67,7 @@ def check_layout_options(directory: str | Path, pair_by: str, ignore: Iterable[s
     """Raise InputError when ``directory`` holds no Parquet layout or an option needs a store
     (module docstring): checked before a Spark session starts."""
     if not parquet_view_paths(directory):
-        raise InputError("no exported views here; write them with `recstore spark build "
-                         "NDJSON... DIR` or `recstore export DIR`", source=str(directory))
+        raise InputError(NO_LAYOUT, source=str(directory))
     if PairBy.parse(pair_by).kind == "input_scope":
         raise InputError("--pair-by input_scope needs the input-scope keys a store computes; "
                          "with --engine spark pair by metadata.<path>, question or lineage",
@@ -80,8 +80,9 @@ def check_layout_options(directory: str | Path, pair_by: str, ignore: Iterable[s
 
 
 def _select(con: SparkConnection, what: str, text: str, allow_empty: bool) -> RunSet:
-    """The run keys the DSL filter ``text`` selects, cached on Spark."""
-    tree = run_key_tree(compile_query(text, con.catalog), ordered=False)
+    """The run keys the DSL filter ``text`` (over the public views, as on a store) selects,
+    kept on Spark."""
+    tree = run_key_tree(compile_query(text, default_catalog()), ordered=False)
     frame = con.relation(tree.sql(dialect="duckdb", comments=False)).localCheckpoint(eager=True)
     selected = RunSet(frame, frame.count())
     require_selection(selected.num_rows, text, what, allow_empty)

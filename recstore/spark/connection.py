@@ -34,8 +34,10 @@ from recstore.query.export import PARTITION_COLUMN, parquet_view_paths
 from recstore.query.views import Catalog
 from recstore.spark.definitions import spark_definitions
 
-__all__ = ["STORE_RELATIONS", "RunSet", "SparkConnection", "SparkCursor"]
+__all__ = ["NO_LAYOUT", "STORE_RELATIONS", "RunSet", "SparkConnection", "SparkCursor"]
 
+NO_LAYOUT = ("no exported views here; write them with `recstore spark build NDJSON... DIR` or "
+             "`recstore export DIR`")
 # Store relations a comparison reads, as DuckDB SQL over the layout's views: ``runs`` shows
 # every proj_runs column (and run_rows's run_id) a comparison or a run selection reads, and the
 # stream row of the current revision.
@@ -101,8 +103,7 @@ class SparkConnection:
         self.directory = str(directory)
         self._paths = parquet_view_paths(directory)
         if not self._paths:
-            raise InputError("no exported views here; write them with `recstore export DIR` "
-                             "or `recstore spark build NDJSON... DIR`", source=self.directory)
+            raise InputError(NO_LAYOUT, source=self.directory)
         definitions = spark_definitions()
         self.catalog: Catalog = definitions.catalog
         self._types = definitions.tables
