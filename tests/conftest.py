@@ -115,6 +115,23 @@ def spark():
     spark_session.cache_clear()
 
 
+@pytest.fixture(scope="session")
+def spark_inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dev corpus and a file of duplicates, revisions and bad lines (tests/spark_corpus.py)."""
+    from .spark_corpus import write_inputs
+
+    return write_inputs(tmp_path_factory.mktemp("spark-inputs"))
+
+
+@pytest.fixture(scope="session")
+def spark_built(spark, spark_inputs, tmp_path_factory: pytest.TempPathFactory):
+    """``spark_inputs`` ingested and exported on a store and built on Spark, once per test run
+    (the build is the Spark tests' largest cost): a ``spark_corpus.SparkBuilt``."""
+    from .spark_corpus import build_both
+
+    return build_both(spark, spark_inputs, tmp_path_factory.mktemp("spark-build"))
+
+
 def reverse_key_order(value):
     """The same JSON value with every object's keys in reverse order."""
     if isinstance(value, dict):

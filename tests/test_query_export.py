@@ -26,10 +26,11 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 
 def _view_names(store: Store) -> list[str]:
-    from recstore.query.views import catalog_from_connection
+    """The views an export writes: the public ones and the comparison's features."""
+    from recstore.query.views import layout_catalog
 
     with store.reader() as con:
-        return catalog_from_connection(con).names()
+        return layout_catalog(con).names()
 
 
 def _lay_out(root: Path, spec: str, views: list[str]) -> Path:

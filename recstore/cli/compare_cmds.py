@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from recstore.cli import cli
 from recstore.cli.existing_store import WRITE_WAIT, existing_store, lock_timeout_option
 from recstore.cli.record_cmds import compare_options, echo_comparison
+from recstore.cli.spark_cmds import conf_option, master_option, session
 from recstore.cli.terminal import CliProgress, quiet_option, say
 from recstore.compare import (
     DEFAULT_MAX_UNPAIRED,
@@ -55,6 +56,28 @@ def _write_pairs(comparison, fmt: str, output: str) -> None:
             pa_csv.write_csv(comparison.pairs, sink)
         else:
             pq.write_table(comparison.pairs, sink)
+
+
+def _refuse_spark_options(parquet: str | None, master: str | None,
+                          conf: tuple[str, ...]) -> None:
+    given = [name for name, value in (("--parquet", parquet), ("--master", master),
+                                      ("--conf", conf)) if value]
+    if given:
+        raise InputError(f"{given[0]} goes with --engine spark", source=given[0])
+
+
+def _spark_compare(parquet: str | None, master: str | None, conf: tuple[str, ...],
+                   baseline: str, candidate: str, options: dict):
+    """The comparison on Spark over ``parquet``, and the layout the HTML report reads."""
+    if not parquet:
+        raise InputError("spark needs --parquet DIR (written by `recstore spark build` or "
+                         "`recstore export`)", source="--engine")
+    from recstore.spark.compare import ParquetLayout, check_layout_options, spark_compare
+
+    check_layout_options(parquet, options["pair_by"], options["ignore"], options["preset"])
+    spark = session(master, conf)
+    return (spark_compare(spark, parquet, baseline, candidate, **options),
+            ParquetLayout(spark, parquet))
 
 
 @cli.command("compare")
@@ -117,6 +140,13 @@ def _write_pairs(comparison, fmt: str, output: str) -> None:
     is_flag=True,
     help="Accept a side that selects no runs, or no pairs (exit 0 instead of 3).",
 )
+@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb",
+              show_default=True,
+              help="Compare on the store (duckdb) or on Spark over --parquet (run sets only).")
+@click.option("--parquet", type=click.Path(file_okay=False, exists=True), metavar="DIR",
+              help="For --engine spark: a `recstore spark build` or `recstore export` directory.")
+@master_option
+@conf_option
 @compare_options
 @lock_timeout_option(WRITE_WAIT)
 @click.pass_context
@@ -140,6 +170,10 @@ def compare_cmd(
     max_unpaired: float,
     allow_empty: bool,
     as_json: bool,
+    engine: str,
+    parquet: str | None,
+    master: str | None,
+    conf: tuple[str, ...],
     include: tuple[str, ...],
     exclude: tuple[str, ...],
     lock_timeout: float,
@@ -155,6 +189,11 @@ def compare_cmd(
                 nothing pairs, or more than --max-unpaired of a side's runs are
                 unpaired (default 0: every selected run must be compared); else 0.
 
+    With --engine spark --parquet DIR the bulk comparison runs on Spark (--master, --conf)
+    over the views a `recstore spark build` or `recstore export` wrote there, with the same
+    results; it is not recorded (a layout is no store), and --pair-by input_scope and
+    --ignore of fields inside entries or metadata (--preset semantic) need a store.
+
     Pairs classify as fail when the candidate failed, warn when not equal, else pass
     (aioc's rule); --fail-on/--warn-on take signals: statusChanged, toolsChanged,
     policyChanged, finalOutputChanged, guardrailsChanged, outputsChanged, metadataChanged,
@@ -167,6 +206,8 @@ def compare_cmd(
       recstore compare aioc:run-1 aioc:run-2 --preset semantic --json
       recstore compare --baseline "tag.set = 'v1'" --candidate "tag.set = 'v2'" \\
           --pair-by metadata.caseId --html report.html --format csv -o pairs.csv
+      recstore compare --engine spark --parquet views/ --baseline "model = 'm1'" \\
+          --candidate "model = 'm2'" --pair-by metadata.caseId --html report.html
     """
     include_sections = list(include) or None
     if baseline is not None or candidate is not None:
@@ -174,23 +215,19 @@ def compare_cmd(
             raise InputError("bulk compare needs both --baseline and --candidate, and no A B")
         if (fmt is None) != (output is None):
             raise InputError("--format and --output go together")
-        store = existing_store(ctx, lock_timeout)
-        with CliProgress("compare: reduce runs", quiet=quiet) as progress:
-            comparison = bulk_compare(
-                store,
-                baseline,
-                candidate,
-                pair_by=pair_by,
-                ignore=ignore,
-                preset=preset,
-                include_sections=include_sections,
-                exclude_sections=exclude,
-                duplicates=duplicates,
-                rule=ClassificationRule.parse(fail_on, warn_on),
-                record=not no_record,
-                allow_empty=allow_empty,
-                progress=progress,
-            )
+        options = dict(pair_by=pair_by, ignore=ignore, preset=preset,
+                       include_sections=include_sections, exclude_sections=exclude,
+                       duplicates=duplicates, rule=ClassificationRule.parse(fail_on, warn_on),
+                       allow_empty=allow_empty)
+        if engine == "spark":
+            comparison, store = _spark_compare(parquet, master, conf, baseline, candidate,
+                                               options)
+        else:
+            _refuse_spark_options(parquet, master, conf)
+            store = existing_store(ctx, lock_timeout)
+            with CliProgress("compare: reduce runs", quiet=quiet) as progress:
+                comparison = bulk_compare(store, baseline, candidate, record=not no_record,
+                                          progress=progress, **options)
         if fmt:
             _write_pairs(comparison, fmt, output)
         if html_path:
@@ -200,6 +237,10 @@ def compare_cmd(
         else:
             say(render_text(comparison))
         _gate(ctx, comparison, max_unpaired)
+    if engine == "spark":
+        raise InputError("--engine spark compares run sets (--baseline and --candidate); "
+                         "compare two runs or files without it", source="--engine")
+    _refuse_spark_options(parquet, master, conf)
     if len(runs) != 2:
         raise InputError("give two files or runs (A B), or --baseline and --candidate")
     a, b = runs

@@ -136,7 +136,9 @@ def _tool_drift(con: Any) -> list[dict]:
         FROM calls t
         LEFT JOIN drift d ON d.name IS NOT DISTINCT FROM t.name
         LEFT JOIN changed c ON c.name IS NOT DISTINCT FROM t.name
-        ORDER BY added + removed + changed_args DESC, tool
+        -- the output columns (the joined ones are NULL for a tool without drift)
+        ORDER BY coalesce(d.added, 0) + coalesce(d.removed, 0) + coalesce(c.changed_args, 0) DESC,
+                 tool
         """,
     )
 

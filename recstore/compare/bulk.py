@@ -344,40 +344,76 @@ def bulk_compare(
         # group each: a second thread costs DuckDB more than it brings (at 100k pairs, 0.85 s
         # of CPU with one thread against 1.01 s with two, and less wall time too).
         con.execute("SET threads = 1")
-        ((snapshot,),) = con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchall()
         if selections is None:
             _explicit_pairs(con, pairs)
         else:
-            pair_runs(con, selections[0], selections[1], PairBy.parse(pair_by), duplicates)
-            if not allow_empty:
-                _require_pairs(con, rule_text, selections)
+            pair_selected(con, selections, pair_by, duplicates, allow_empty)
         resolve_features(con, spec.needs_fields(), progress)
-        compare_pairs(con, sections, spec)
-        classify(con, rule)
-        comparison = Comparison(
-            comparison_id=None,
-            baseline_filter=baseline,
-            candidate_filter=candidate,
+        comparison = compare_paired(
+            con,
+            baseline,
+            candidate,
             pair_by=rule_text,
             duplicates=duplicates,
-            sections=sorted(sections),
-            ignore=spec.paths(),
+            sections=sections,
+            spec=spec,
             rule=rule,
-            snapshot_seq=snapshot,
-            pair_count=con.execute("SELECT count(*) FROM _cmp_classified").fetchone()[0],
-            unpaired=_unpaired(con),
-            aggregate=aggregate(con),
             selected=_selected_counts(selections, pairs),
         )
         if record:
             comparison.comparison_id = _record(con, comparison)
             comparison.store = store
         else:
-            comparison.rows = _pair_rows(con)
+            comparison.rows = pair_rows(con)
     return comparison
 
 
-def _pair_rows(con: Any) -> pa.Table:
+def pair_selected(con: Any, selections: Sequence[Any], pair_by: str, duplicates: str,
+                  allow_empty: bool) -> None:
+    """Pair the run sets ``selections`` (baseline, candidate: relations of run keys ``con``
+    registers, each with ``num_rows``) into ``_cmp_pairing``; raise EmptySelectionError when
+    they form no pair, unless ``allow_empty``."""
+    pair_runs(con, selections[0], selections[1], PairBy.parse(pair_by), duplicates)
+    if not allow_empty:
+        _require_pairs(con, str(PairBy.parse(pair_by)), selections)
+
+
+def compare_paired(
+    con: Any,
+    baseline: str | None,
+    candidate: str | None,
+    *,
+    pair_by: str,
+    duplicates: str,
+    sections: set[str],
+    spec: IgnoreSpec,
+    rule: ClassificationRule,
+    selected: dict[str, int],
+) -> Comparison:
+    """Compare and classify the pairs of ``_cmp_pairs`` on ``con`` (a DuckDB connection to a
+    store, or a :class:`recstore.spark.connection.SparkConnection`): the part of a comparison
+    both engines run. The result has no pair rows yet (:func:`pair_rows`) and is not recorded."""
+    ((snapshot,),) = con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchall()
+    compare_pairs(con, sections, spec)
+    classify(con, rule)
+    return Comparison(
+        comparison_id=None,
+        baseline_filter=baseline,
+        candidate_filter=candidate,
+        pair_by=pair_by,
+        duplicates=duplicates,
+        sections=sorted(sections),
+        ignore=spec.paths(),
+        rule=rule,
+        snapshot_seq=snapshot,
+        pair_count=con.execute("SELECT count(*) FROM _cmp_classified").fetchone()[0],
+        unpaired=_unpaired(con),
+        aggregate=aggregate(con),
+        selected=selected,
+    )
+
+
+def pair_rows(con: Any) -> pa.Table:
     """Every pair's row (:data:`PAIR_COLUMNS`) in pair order; the record hashes are read from
     the log."""
     return con.sql(
@@ -412,7 +448,7 @@ def _unpaired(con: Any) -> list[dict]:
     ]
 
 
-def _selected_counts(selections: list[pa.Table] | None,
+def _selected_counts(selections: Sequence[Any] | None,
                      pairs: Sequence[tuple[RunSide, RunSide]] | None) -> dict[str, int]:
     if selections is None:  # explicit pairs: every named run is in a pair
         return {side: len({pair[i] for pair in pairs or ()})
@@ -420,7 +456,7 @@ def _selected_counts(selections: list[pa.Table] | None,
     return {"baseline": selections[0].num_rows, "candidate": selections[1].num_rows}
 
 
-def _require_pairs(con: Any, pair_by: str, selections: list[pa.Table]) -> None:
+def _require_pairs(con: Any, pair_by: str, selections: Sequence[Any]) -> None:
     """EmptySelectionError when two non-empty sides formed no pair (e.g. a wrong --pair-by)."""
     ((paired,),) = con.execute("SELECT count(*) FROM _cmp_pairing").fetchall()
     if paired:

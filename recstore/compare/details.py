@@ -29,6 +29,7 @@ from recstore.records.toolcalls import output_canonical
 
 if TYPE_CHECKING:
     from recstore.compare.bulk import Comparison
+    from recstore.spark.compare import ParquetLayout
     from recstore.store import Store
 
 __all__ = ["DETAIL_LIMIT", "ORDER_LABELS", "PairBrowser", "browse_pairs", "pair_detail"]
@@ -111,26 +112,29 @@ def _signal_masks(pairs: pa.Table) -> list[int]:
 
 
 def _run_facts(con: Any, pairs: pa.Table) -> tuple[dict[int, tuple], dict[int, list[str]]]:
-    """Per pair: (baseline agent, baseline metadata) and the tool names either run called."""
+    """Per pair: (baseline agent, baseline metadata) and the tool names either run called; in
+    pair order, which orders the slice dimensions (by the first pair that has each)."""
     con.register("_rep_pairs", pairs.select(["pair_index", "baseline_run_key", "candidate_run_key"]))
     try:
         facts = {
             i: (agent, metadata)
             for i, agent, metadata in con.execute(
                 "SELECT p.pair_index, r.agent, r.metadata FROM _rep_pairs p "
-                "JOIN runs r ON r.run_key = p.baseline_run_key"
+                "JOIN runs r ON r.run_key = p.baseline_run_key ORDER BY p.pair_index"
             ).fetchall()
         }
-        tools = dict(
-            con.execute(
-                "SELECT pair_index, list(DISTINCT name ORDER BY name) FROM ("
+        # sorted here: Spark's transpiled list aggregate keeps no order
+        tools = {
+            pair: sorted(names)
+            for pair, names in con.execute(
+                "SELECT pair_index, list(DISTINCT name) FROM ("
                 " SELECT p.pair_index, t.name FROM _rep_pairs p "
                 " JOIN tool_calls t ON t.run_key = p.baseline_run_key"
                 " UNION ALL SELECT p.pair_index, t.name FROM _rep_pairs p"
                 " JOIN tool_calls t ON t.run_key = p.candidate_run_key)"
                 " WHERE name IS NOT NULL GROUP BY pair_index"
             ).fetchall()
-        )
+        }
     finally:
         con.unregister("_rep_pairs")
     return facts, tools
@@ -181,11 +185,12 @@ def _slice_rows(dims: dict[str, dict[int, str]], rows: list[dict]) -> list[dict]
     return out
 
 
-def browse_pairs(store: Store, comparison: Comparison, *,
+def browse_pairs(store: Store | ParquetLayout, comparison: Comparison, *,
                  detail_limit: int = DETAIL_LIMIT) -> PairBrowser:
     """Every pair of ``comparison`` in report order, with slices and the drill-downs of the
     first ``detail_limit`` changed pairs (records read from ``store`` at the compared
-    revisions)."""
+    revisions; a Spark :class:`~recstore.spark.compare.ParquetLayout` reads them from its
+    events, as a store does)."""
     pairs = comparison.pairs
     rows = pairs.to_pylist()
     masks = _signal_masks(pairs)

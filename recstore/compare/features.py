@@ -39,6 +39,7 @@ from recstore.store.tables import insert_columns, registered
 
 __all__ = [
     "RecordFeatures",
+    "define_pairs",
     "key_of",
     "record_features",
     "record_fields",
@@ -273,6 +274,14 @@ def resolve_features(
     ``with_fields``, revisions without field rows get them. ``progress`` follows the records
     reduced (there are none unless a revision is pinned or fields are ignored)."""
     _pin_missing(con, progress)
+    define_pairs(con)
+    if with_fields:
+        _add_fields(con, progress)
+
+
+def define_pairs(con: Any) -> None:
+    """The ``_cmp_pairs`` view (:func:`resolve_features`) over ``_cmp_pairing`` and
+    ``_cmp_pinned(run_key, revision, first_seq, feature_id)``, the pinned revisions' ids."""
     con.execute(
         """
         CREATE OR REPLACE TEMP VIEW _cmp_pairs AS
@@ -288,5 +297,3 @@ def resolve_features(
         LEFT JOIN _cmp_pinned qb ON qb.run_key = p.b_key AND qb.revision = p.b_rev
         """
     )
-    if with_fields:
-        _add_fields(con, progress)

@@ -14,6 +14,7 @@ from recstore.compare.details import DETAIL_LIMIT, ORDER_LABELS, PairBrowser, br
 
 if TYPE_CHECKING:
     from recstore.compare.bulk import Comparison
+    from recstore.spark.compare import ParquetLayout
     from recstore.store import Store
 
 __all__ = ["render_html", "render_text"]
@@ -130,11 +131,12 @@ def _drift_chart(tools: list[dict]) -> dict:
     return chart
 
 
-def render_html(comparison: Comparison, store: Store | None = None, *,
+def render_html(comparison: Comparison, store: Store | ParquetLayout | None = None, *,
                 detail_limit: int = DETAIL_LIMIT, browser: PairBrowser | None = None) -> str:
-    """A self-contained HTML report of ``comparison``; ``store`` is read for the pairs' slices,
-    tool names and the drill-downs of the first ``detail_limit`` changed pairs (or pass the
-    ``browser`` that :func:`~recstore.compare.details.browse_pairs` returned)."""
+    """A self-contained HTML report of ``comparison``; ``store`` (or the Parquet layout a Spark
+    comparison ran over) is read for the pairs' slices, tool names and the drill-downs of the
+    first ``detail_limit`` changed pairs (or pass the ``browser`` that
+    :func:`~recstore.compare.details.browse_pairs` returned)."""
     from recstore.templating import render_page
 
     agg = comparison.aggregate

@@ -202,7 +202,7 @@ def select_gate_runs(store: Store, text: str, *, what: str, allow_empty: bool = 
             names the selection as ``what`` (e.g. ``the baseline filter``).
     """
     keys = select_run_keys(store, text, params=params)
-    _require_selection(len(keys), text, what, allow_empty)
+    require_selection(len(keys), text, what, allow_empty)
     return keys
 
 
@@ -222,12 +222,14 @@ def select_gate_run_sets(store: Store, selections: Sequence[tuple[str, str]], *,
         for what, text in selections:
             tree = run_key_tree(compile_query(text, catalog), ordered=False)
             keys = con.sql(tree.sql(dialect="duckdb", comments=False)).to_arrow_table()
-            _require_selection(keys.num_rows, text, what, allow_empty)
+            require_selection(keys.num_rows, text, what, allow_empty)
             out.append(keys)
     return out
 
 
-def _require_selection(count: int, text: str, what: str, allow_empty: bool) -> None:
+def require_selection(count: int, text: str, what: str, allow_empty: bool) -> None:
+    """Raise EmptySelectionError when a gate's selection ``text`` (``what``) found no run,
+    unless ``allow_empty``."""
     if not count and not allow_empty:
         raise EmptySelectionError(
             f"{what} {text!r} selects no runs: nothing would be checked "

@@ -100,7 +100,25 @@ def double_math(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> 
     return tree
 
 
-RULES: tuple[Rule, ...] = (list_length, percentile, safe_casts, double_math, spark_json)
+# DuckDB's arg_min/arg_max that keep a NULL value of the row found; Spark's min_by/max_by do too
+# (both skip rows whose ordering value is NULL).
+_NULL_KEEPING_ARG = {"arg_min_null": "MIN_BY", "arg_max_null": "MAX_BY"}
+
+
+def arg_min_null(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> exp.Expression:
+    """DuckDB ``arg_min_null(value, by)`` (the comparison's first point of divergence) is
+    unknown to Spark, whose ``MIN_BY(value, by)`` means the same."""
+    if dialect != "spark":
+        return tree
+    for node in list(tree.find_all(exp.Anonymous)):
+        name = _NULL_KEEPING_ARG.get(node.name.lower())
+        if name is not None:
+            node.replace(exp.Anonymous(this=name, expressions=node.expressions))
+    return tree
+
+
+RULES: tuple[Rule, ...] = (list_length, percentile, safe_casts, double_math, arg_min_null,
+                           spark_json)
 
 
 def to_dialect(tree: exp.Expression, dialect: str, catalog: Catalog | None = None,

@@ -1,5 +1,9 @@
 """Export the public views as zstd Parquet for other engines (Spark, Trino, Polars, DuckDB).
 
+The comparison's feature views (``cmp_run_features``, ``cmp_call_features``,
+``cmp_entry_features``) are written too, so ``recstore compare --engine spark`` runs over an
+export as over a ``recstore spark build``.
+
 Layout: ``DIR/<view>/day=YYYY-MM-DD/data_0.parquet`` — hive-partitioned by the day the run
 started (``day=unknown`` when it has no start time) for ``runs`` and every view whose rows belong
 to a run; other views (sources, batches, ...) and empty views are one unpartitioned file.
@@ -28,7 +32,7 @@ from sqlglot import exp
 from recstore.errors import InputError
 from recstore.files import owner_only_umask, private_dir, private_open
 from recstore.progress import NO_PROGRESS, Progress
-from recstore.query.views import Catalog, View, catalog_from_connection
+from recstore.query.views import Catalog, View, layout_catalog
 
 if TYPE_CHECKING:
     from recstore.store import Store
@@ -52,8 +56,8 @@ class ExportSummary:
 
 def export_views(store: Store, directory: str | Path, progress: Progress = NO_PROGRESS, *,
                  overwrite: bool = False) -> ExportSummary:
-    """Write every public view of ``store`` under ``directory`` and return the row counts;
-    ``progress`` follows the views written.
+    """Write every public view of ``store``, and the comparison's feature views, under
+    ``directory`` and return the row counts; ``progress`` follows the views written.
 
     ``directory`` must be new, empty, or (with ``overwrite``) an earlier export, whose listed
     view folders are replaced.
@@ -65,7 +69,7 @@ def export_views(store: Store, directory: str | Path, progress: Progress = NO_PR
     directory = Path(directory)
     summary = ExportSummary(directory)
     with store.reader() as con:
-        catalog = catalog_from_connection(con)
+        catalog = layout_catalog(con)
         views = list(catalog.views.values())
         claim_export_dir(directory, [v.name for v in views], overwrite)
         with owner_only_umask():  # DuckDB's COPY creates the partition folders and files

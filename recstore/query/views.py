@@ -46,6 +46,14 @@ PUBLIC_VIEWS: tuple[str, ...] = (
     "sweep_cases",
 )
 
+# The comparison's feature views (schema/010_compare.sql): not public (a query does not read
+# them), but written into a Parquet layout, so that a comparison can run over it on Spark.
+COMPARE_FEATURE_VIEWS: tuple[str, ...] = (
+    "cmp_run_features",
+    "cmp_call_features",
+    "cmp_entry_features",
+)
+
 _RUN_CHILD = "run_key: the run this row belongs to ('aioc:<runId>' / 'agentuse:<sessionId>' / 'otlp:<runId>')"
 _SEQ = "seq of the event this row was projected from"
 
@@ -520,8 +528,10 @@ class Catalog:
         return [n for n, v in self.views.items() if n != "runs" and v.column("run_key")]
 
 
-def catalog_from_connection(con: duckdb.DuckDBPyConnection) -> Catalog:
-    """The public views present in the database behind ``con``, with their real column types."""
+def catalog_from_connection(con: duckdb.DuckDBPyConnection,
+                            names: tuple[str, ...] = PUBLIC_VIEWS) -> Catalog:
+    """The public views (or the views ``names``) present in the database behind ``con``, with
+    their real column types."""
     rows = con.execute(
         "SELECT table_name, column_name, data_type, comment FROM duckdb_columns() "
         "WHERE schema_name = 'main' AND database_name = current_database() "
@@ -535,16 +545,22 @@ def catalog_from_connection(con: duckdb.DuckDBPyConnection) -> Catalog:
     )
     columns: dict[str, list[Column]] = {}
     for table, column, data_type, comment in rows:
-        if table in PUBLIC_VIEWS:
+        if table in names:
             described = VIEW_DOCS.get(table, ("", {}))[1].get(column) or comment or ""
             columns.setdefault(table, []).append(Column(column, data_type, described))
     views = {
         name: View(name, VIEW_DOCS.get(name, ("",))[0] or comments.get(name) or "",
                    tuple(columns[name]), DEFAULT_FIELDS.get(name, ()))
-        for name in PUBLIC_VIEWS
+        for name in names
         if name in columns
     }
     return Catalog(views)
+
+
+def layout_catalog(con: duckdb.DuckDBPyConnection) -> Catalog:
+    """The views a Parquet layout holds (what ``recstore export`` and ``recstore spark build``
+    write): the public views and the comparison features (:data:`COMPARE_FEATURE_VIEWS`)."""
+    return catalog_from_connection(con, PUBLIC_VIEWS + COMPARE_FEATURE_VIEWS)
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ from recstore.query.dialects import to_dialect
 from recstore.query.views import (
     PUBLIC_VIEWS,
     Catalog,
-    catalog_from_connection,
+    layout_catalog,
     schema_connection,
 )
 from recstore.store.db import schema_files
@@ -74,7 +74,7 @@ class SparkDefinitions:
     tables: dict[str, tuple[tuple[str, str], ...]]  # table -> ((column, DuckDB type), ...)
     # every view in creation order -> Spark SQL; None: a public view empty in a build
     views: dict[str, str | None]
-    catalog: Catalog
+    catalog: Catalog  # the views a build writes (recstore.query.views.layout_catalog)
     macros: dict[str, Macro]
 
     def to_spark(self, sql: str) -> str:
@@ -150,7 +150,7 @@ def duckdb_to_spark(sql: str, macros: dict[str, Macro], catalog: Catalog | None 
 def spark_definitions() -> SparkDefinitions:
     """The store's tables, macros and views for Spark (read once per process)."""
     with schema_connection() as con:
-        catalog = catalog_from_connection(con)
+        catalog = layout_catalog(con)
         tables: dict[str, list[tuple[str, str]]] = {}
         for table, column, dtype in con.execute(
             "SELECT table_name, column_name, data_type FROM duckdb_columns() "

@@ -1,0 +1,107 @@
+"""`recstore compare --engine spark`: the comparison's own SQL, transpiled, on local Spark over
+the dev corpus's Spark build (conftest's ``spark_built``, shared with test_spark_build.py) gives
+the per-pair rows (typed, in any order), the unpaired runs and the aggregate the DuckDB engine
+gives on a store of the same files; the CLI writes its report and formats from either engine."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from recstore.compare import ClassificationRule, bulk_compare, render_html
+from recstore.spark.compare import spark_compare
+
+from .conftest import run_cli
+
+# The baseline takes the edge file too: its copy of a baseline run under another run id is a
+# duplicate of that run's case, and its revisions move three cases out of the candidate's reach.
+BASELINE = "source_uri LIKE '%baseline%' OR source_uri LIKE '%edge%'"
+CANDIDATE = "source_uri LIKE '%candidate%'"
+
+
+def _sorted_rows(table) -> list[dict]:
+    return sorted(table.to_pylist(), key=lambda row: row["pair_index"])
+
+
+def _assert_same(on_spark, on_store) -> None:
+    assert on_spark.pairs.schema.equals(on_store.pairs.schema)
+    assert _sorted_rows(on_spark.pairs) == _sorted_rows(on_store.pairs)
+    assert on_spark.unpaired == on_store.unpaired
+    assert on_spark.aggregate == on_store.aggregate
+    assert on_spark.snapshot_seq == on_store.snapshot_seq
+    assert on_spark.coverage() == on_store.coverage()
+
+
+def test_spark_compare_equals_the_stores(spark, spark_built):
+    options = dict(pair_by="metadata.caseId", rule=ClassificationRule.parse(warn_on="changed"))
+    on_store = bulk_compare(spark_built.store, BASELINE, CANDIDATE, record=False, **options)
+    on_spark = spark_compare(spark, spark_built.build, BASELINE, CANDIDATE, **options)
+    _assert_same(on_spark, on_store)
+    agg = on_store.aggregate
+    # compared something of every kind: changes, status flips, divergences, policy changes,
+    # and unpaired and duplicate runs
+    assert agg["pairs"] > 500 and agg["flags"]["equal"]["changed"] > 0
+    assert agg["statusFlips"] and agg["firstDivergence"]["pairs"] and agg["policyOutcomeChanges"]
+    assert {row["reason"] for row in on_store.unpaired} >= {"duplicate_kept", "duplicate_dropped"}
+    # tools are listed by total drift (DuckDB once ordered by the joined columns' NULLs)
+    drift = [t["added"] + t["removed"] + t["changed_args"] for t in agg["tools"]]
+    assert drift == sorted(drift, reverse=True)
+
+
+def test_cli_spark_compare_writes_report_and_pairs(spark_built, tmp_path):
+    """The real command in a subprocess (its own JVM): --json, --format parquet and --html
+    from the Spark engine, equal to the store's comparison with the same options."""
+    pairs, report = tmp_path / "pairs.parquet", tmp_path / "report.html"
+    options = ["--pair-by", "metadata.caseId", "--duplicates", "all", "--ignore", "metadata",
+               "--fail-on", "regressed", "--max-unpaired", "1"]
+    result = run_cli(tmp_path / "unused.duckdb", "compare", "--engine", "spark", "--parquet",
+                     str(spark_built.build), "--baseline", BASELINE, "--candidate", CANDIDATE,
+                     *options, "--json", "--quiet", "--format", "parquet", "-o", str(pairs),
+                     "--html", str(report))
+    assert "Traceback" not in result.stderr
+    on_store = bulk_compare(spark_built.store, BASELINE, CANDIDATE, pair_by="metadata.caseId",
+                            duplicates="all", ignore=["metadata"],
+                            rule=ClassificationRule.parse(fail_on="regressed"), record=False)
+    assert result.returncode == (1 if on_store.failed else 0), result.stderr
+    printed = json.loads(result.stdout)
+    assert printed["comparisonId"] is None  # a layout is no store: nothing recorded
+    assert printed["aggregate"] == json.loads(json.dumps(on_store.aggregate))
+    assert {r["reason"] for r in printed["unpaired"]} >= {"duplicate_paired"}
+    written = pq.read_table(pairs)
+    assert written.schema.equals(on_store.pairs.schema)
+    assert _sorted_rows(written) == _sorted_rows(on_store.pairs)
+    # the report from Spark (slices, tool names and drill-downs read from the layout's runs,
+    # tool calls and events) is the store's report, byte for byte
+    page = report.read_text(encoding="utf-8")
+    assert f"{on_store.pair_count} pairs" in page and '"details":{"' in page
+    assert page == render_html(on_store, spark_built.store)
+
+
+@pytest.mark.parametrize(("extra", "named"), [
+    (["--pair-by", "input_scope"], "input_scope"),
+    (["--preset", "semantic"], "--ignore"),
+    (["A", "B"], "--engine spark compares run sets"),
+])
+def test_cli_refuses_what_a_layout_cannot_do_before_spark_starts(tmp_path, extra, named):
+    (tmp_path / "layout" / "runs").mkdir(parents=True)  # what the check looks for before Spark
+    sets = [] if "A" in extra else ["--baseline", BASELINE, "--candidate", CANDIDATE]
+    result = run_cli(tmp_path / "unused.duckdb", "compare", "--engine", "spark", "--parquet",
+                     str(tmp_path / "layout"), *sets, *extra)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("recstore: error:") and named in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_refuses_spark_options_without_the_spark_engine(tmp_path):
+    result = run_cli(tmp_path / "unused.duckdb", "compare", "--parquet", str(tmp_path),
+                     "--baseline", BASELINE, "--candidate", CANDIDATE)
+    assert result.returncode == 2 and "--parquet goes with --engine spark" in result.stderr
+
+
+def test_cli_refuses_a_folder_without_views(tmp_path):
+    result = run_cli(tmp_path / "unused.duckdb", "compare", "--engine", "spark", "--parquet",
+                     str(tmp_path), "--baseline", BASELINE, "--candidate", CANDIDATE)
+    assert result.returncode == 2 and "no exported views here" in result.stderr
+    assert "Traceback" not in result.stderr
