@@ -5,6 +5,7 @@ Reuses ``record_cmds``' ``compare_options`` and ``echo_comparison`` for the one-
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
@@ -31,6 +32,7 @@ from recstore.errors import InputError
 from recstore.files import private_open, write_private_text
 from recstore.formats.aioc import load_record_file
 from recstore.jsonout import dumps
+from recstore.query.spark import spark_failures
 
 
 def _gate(ctx: click.Context, comparison, max_unpaired: float) -> None:
@@ -219,19 +221,21 @@ def compare_cmd(
                        include_sections=include_sections, exclude_sections=exclude,
                        duplicates=duplicates, rule=ClassificationRule.parse(fail_on, warn_on),
                        allow_empty=allow_empty)
-        if engine == "spark":
-            comparison, store = _spark_compare(parquet, master, conf, baseline, candidate,
-                                               options)
-        else:
-            _refuse_spark_options(parquet, master, conf)
-            store = existing_store(ctx, lock_timeout)
-            with CliProgress("compare: reduce runs", quiet=quiet) as progress:
-                comparison = bulk_compare(store, baseline, candidate, record=not no_record,
-                                          progress=progress, **options)
-        if fmt:
-            _write_pairs(comparison, fmt, output)
-        if html_path:
-            write_private_text(html_path, render_html(comparison, store, detail_limit=html_details))
+        with spark_failures() if engine == "spark" else nullcontext():
+            if engine == "spark":
+                comparison, store = _spark_compare(parquet, master, conf, baseline, candidate,
+                                                   options)
+            else:
+                _refuse_spark_options(parquet, master, conf)
+                store = existing_store(ctx, lock_timeout)
+                with CliProgress("compare: reduce runs", quiet=quiet) as progress:
+                    comparison = bulk_compare(store, baseline, candidate, record=not no_record,
+                                              progress=progress, **options)
+            if fmt:
+                _write_pairs(comparison, fmt, output)
+            if html_path:
+                write_private_text(html_path,
+                                   render_html(comparison, store, detail_limit=html_details))
         if as_json:
             click.echo(dumps(comparison.to_dict()))
         else:

@@ -63,7 +63,10 @@ def spark_failures() -> Iterator[None]:
 
 def _spark_cause(exc: BaseException) -> str | None:
     """What a user needs from a Spark exception chain, or None when Spark is not in it."""
-    from py4j.protocol import Py4JError, Py4JNetworkError
+    try:
+        from py4j.protocol import Py4JError, Py4JNetworkError
+    except ImportError:  # no pyspark: the error is not Spark's
+        return None
 
     chain, seen = [], exc
     while seen is not None and len(chain) < 10:
