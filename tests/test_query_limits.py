@@ -55,11 +55,17 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / 100
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sql", [q for q in SLOW if "repeat(" not in q])
 def test_ctrl_c_stops_a_running_query(store, sql):
+    # Ctrl-C as a terminal delivers it: a test run started in the background of a shell without
+    # job control has SIGINT ignored, which a child would inherit.
     proc = subprocess.Popen([sys.executable, "-m", "recstore", "--db", str(store.path), "query",
                              sql, "--timeout", "0"], cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     try:
         # Interpreter start-up costs under a second of CPU: past 3 s the query itself runs.
         while proc.poll() is None and _cpu_seconds(proc.pid) < 3:
