@@ -31,6 +31,14 @@ def imported_modules(*args: str) -> set[str]:
     return {line.rsplit("|", 1)[1].strip() for line in lines[1:]}  # [0] is the header
 
 
+def python_output(code: str) -> str:
+    """What ``python -c code`` prints (it must succeed), stripped."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
 @pytest.mark.parametrize("args", [["--version"], ["--help"]], ids=" ".join)
 def test_start_up_imports_no_heavy_library_and_no_command(args):
     modules = imported_modules(*args)
@@ -78,10 +86,7 @@ def test_public_names_load_on_first_use():
             "from recstore import Store, canonical_json; "
             "assert 'duckdb' in sys.modules and Store.__name__ == 'Store'; "
             "print(canonical_json({'b': 1, 'a': 2}))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == '{"a":2,"b":1}'
+    assert python_output(code) == '{"a":2,"b":1}'
     assert set(recstore.__all__) <= set(dir(recstore))
     with pytest.raises(AttributeError, match="no attribute 'Stor'"):
         recstore.Stor  # noqa: B018 - the attribute access is the test
@@ -101,7 +106,4 @@ def test_pandas_stays_usable_after_the_probe():
             "answer_pyarrow_pandas_probe(); pa.table({'a': [1]}); "
             "assert 'pandas' not in sys.modules; "
             "print(type(pa.table({'a': [1, 2]}).to_pandas()).__name__)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "DataFrame"
+    assert python_output(code) == "DataFrame"
