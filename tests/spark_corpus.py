@@ -76,5 +76,6 @@ def build_both(spark: Any, inputs: Path, root: Path) -> SparkBuilt:
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert result.stdout, result.stderr  # the build's one error line, when it failed
     return SparkBuilt(store, root / "export", root / "build", ingested,
                       json.loads(result.stdout), result.exit_code)
