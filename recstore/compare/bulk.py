@@ -327,8 +327,7 @@ def bulk_compare(
         InputError: bad options or filters. NotFoundError: an explicit pair names no stored run
         or revision. EmptySelectionError: an empty side, or no pairs (unless ``allow_empty``).
     """
-    spec = parse_ignore(ignore, preset)
-    sections = resolve_sections(include_sections, exclude_sections) - spec.sections
+    spec, sections = compared_sections(ignore, preset, include_sections, exclude_sections)
     if pairs is None:
         rule_text = str(PairBy.parse(pair_by))
         selections = select_gate_run_sets(
@@ -366,6 +365,15 @@ def bulk_compare(
         else:
             comparison.rows = pair_rows(con)
     return comparison
+
+
+def compared_sections(ignore: Iterable[str], preset: str | None,
+                      include_sections: Iterable[str] | None,
+                      exclude_sections: Iterable[str] | None) -> tuple[IgnoreSpec, set[str]]:
+    """The ignore spec of ``ignore``/``preset`` and the aioc sections a comparison compares
+    (those included, less those excluded or ignored whole): what both engines start from."""
+    spec = parse_ignore(ignore, preset)
+    return spec, resolve_sections(include_sections, exclude_sections) - spec.sections
 
 
 def pair_selected(con: Any, selections: Sequence[Any], pair_by: str, duplicates: str,

@@ -35,7 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from recstore.compare.aggregate import DEFAULT_RULE, ClassificationRule
-from recstore.compare.bulk import Comparison, compare_paired, pair_rows, pair_selected
+from recstore.compare.bulk import (
+    Comparison,
+    compare_paired,
+    compared_sections,
+    pair_rows,
+    pair_selected,
+)
 from recstore.compare.features import define_pairs
 from recstore.compare.ignore import parse_ignore
 from recstore.compare.pairing import DUPLICATE_RULES, PairBy
@@ -43,7 +49,6 @@ from recstore.errors import InputError
 from recstore.query.api import compile_query, require_selection, run_key_tree
 from recstore.query.export import parquet_view_paths
 from recstore.query.views import default_catalog
-from recstore.records import resolve_sections
 from recstore.spark.connection import NO_LAYOUT, RunSet, SparkConnection
 
 __all__ = ["ParquetLayout", "check_layout_options", "spark_compare"]
@@ -114,8 +119,7 @@ def spark_compare(
             ``allow_empty``).
     """
     check_layout_options(directory, pair_by, ignore, preset)
-    spec = parse_ignore(ignore, preset)
-    sections = resolve_sections(include_sections, exclude_sections) - spec.sections
+    spec, sections = compared_sections(ignore, preset, include_sections, exclude_sections)
     rule_pair_by = PairBy.parse(pair_by)
     if duplicates not in DUPLICATE_RULES:
         raise InputError(f"--duplicates {duplicates!r}: use latest or all")
