@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from datetime import datetime
@@ -177,6 +178,13 @@ def test_a_local_session_sizes_its_driver_to_the_machine(spark):
     size = local_driver_memory()
     assert spark.sparkContext.getConf().get("spark.driver.memory") == size
     assert 1 <= int(size.removesuffix("g")) <= 16
+
+
+def test_a_local_sessions_python_workers_run_this_interpreter(spark):
+    """The UDFs need recstore and pyarrow: a local session's workers are the Python that runs
+    recstore, not whichever `python3` is on PATH (a venv that is not activated), unless
+    PYSPARK_PYTHON says otherwise."""
+    assert spark.sparkContext.pythonExec == os.environ.get("PYSPARK_PYTHON", sys.executable)
 
 
 def test_a_stopped_spark_jvm_is_one_error_with_the_memory_hint():

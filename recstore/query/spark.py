@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
@@ -150,6 +151,11 @@ def spark_session(master: str | None = None, conf: tuple[tuple[str, str], ...] =
         builder = builder.config("spark.sql.warehouse.dir", str(
             Path(tempfile.gettempdir()) / f"recstore-spark-warehouse-{os.getuid()}"))
         builder = builder.config("spark.driver.memory", local_driver_memory())  # --conf wins
+        # the Python workers that run recstore's UDFs are this interpreter, which has recstore
+        # and pyarrow: PySpark's default is whatever `python3` is on PATH (the system's, when
+        # recstore runs from a venv that is not activated); PySpark reads the variable when
+        # the session's context starts
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in conf:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
