@@ -35,6 +35,8 @@ CASES = [
      "SELECT PERCENTILE_CONT(0.95) WITHIN GROUP (ORDER BY duration_ms) FROM runs"),
     ("SELECT quantile_cont(duration_ms, 0.95) FROM runs", "bigquery",
      "SELECT APPROX_QUANTILES(duration_ms, 1000)[OFFSET(950)] FROM runs"),
+    # DuckDB's 64-bit hash (the comparison's field fingerprints); Spark's HASH has 32 bits.
+    ("SELECT hash(run_key) FROM runs", "spark", "SELECT XXHASH64(run_key) FROM runs"),
     # The DSL's JSON keys, try-casts, relative times and quantifiers.
     ("tool_calls.any(name = 'search_docs' and args.limit > 5) fields run_key", "spark",
      "SELECT runs.run_key FROM runs WHERE EXISTS(SELECT 1 FROM tool_calls AS tc WHERE "

@@ -41,14 +41,15 @@ def test_build_lays_out_the_views_as_the_export_does(built):
     "guardrail_decisions", "prompt_snapshots", "suspended_proposals", "findings", "lineage",
     "sources", "batches", "rejects", "events", "comparisons", "comparison_pairs",
     "comparison_unpaired", "replays", "replay_calls", "sweeps", "sweep_runs", "sweep_cases",
-    "cmp_run_features", "cmp_call_features", "cmp_entry_features",
+    "cmp_run_features", "cmp_call_features", "cmp_entry_features", "cmp_input_scopes",
 ])
 def test_build_rows_equal_the_stores_export(built, view):
     exported, build, _, _ = built
     rows, differing = row_differences(exported, build, view)
     assert differing == []
     if view in {"runs", "items", "tool_calls", "events", "rejects", "sources",
-                "cmp_run_features", "cmp_call_features", "cmp_entry_features"}:
+                "cmp_run_features", "cmp_call_features", "cmp_entry_features",
+                "cmp_input_scopes"}:
         assert rows > 0  # compared something
 
 

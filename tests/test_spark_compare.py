@@ -52,6 +52,29 @@ def test_spark_compare_equals_the_stores(spark, spark_built):
     assert drift == sorted(drift, reverse=True)
 
 
+@pytest.mark.parametrize("options", [
+    # input-scope keys from the layout's cmp_input_scopes; every field the preset names
+    dict(pair_by="input_scope", preset="semantic"),
+    # single fields of entries and of the metadata (the other metadata keys still compared)
+    dict(pair_by="metadata.caseId", ignore=["policy.timestamp,policy.callId",
+                                            "metadata.appBuildVersion", "guardrails.timestamp"]),
+], ids=["input-scope-semantic", "fields"])
+def test_spark_compare_pairs_by_input_scope_and_ignores_fields_as_the_store(spark, spark_built,
+                                                                             options):
+    """What a store computes from its records when first asked (input-scope keys, per-field
+    keys) comes from the layout on Spark, with the same result."""
+    on_store = bulk_compare(spark_built.store, BASELINE, CANDIDATE, record=False, **options)
+    on_spark = spark_compare(spark, spark_built.build, BASELINE, CANDIDATE, **options)
+    _assert_same(on_spark, on_store)
+    exact = bulk_compare(spark_built.store, BASELINE, CANDIDATE, record=False,
+                         pair_by=options["pair_by"])
+    # the ignored fields made a difference: more pairs have equal policy decisions and metadata
+    flags, exact_flags = on_store.aggregate["flags"], exact.aggregate["flags"]
+    for flag in ("samePolicyDecisions", "sameMetadata"):
+        assert flags[flag]["equal"] > exact_flags[flag]["equal"], flag
+    assert on_store.pair_count > 300  # 375 by input scope, 600 by caseId
+
+
 def test_cli_spark_compare_writes_report_and_pairs(spark, spark_built, tmp_path):
     """The real command, in-process on the test run's Spark session (its own JVM would add
     ~40 s; the refusals below run it in a subprocess): --json, --format parquet and --html from
@@ -83,8 +106,8 @@ def test_cli_spark_compare_writes_report_and_pairs(spark, spark_built, tmp_path)
 
 
 @pytest.mark.parametrize(("extra", "named"), [
-    (["--pair-by", "input_scope"], "input_scope"),
-    (["--preset", "semantic"], "--ignore"),
+    (["--ignore", "policy.timestmap"], "did you mean 'timestamp'"),
+    (["--pair-by", "input-scopes"], "--pair-by 'input-scopes'"),
     (["A", "B"], "--engine spark compares run sets"),
 ])
 def test_cli_refuses_what_a_layout_cannot_do_before_spark_starts(tmp_path, extra, named):

@@ -193,8 +193,7 @@ def compare_cmd(
 
     With --engine spark --parquet DIR the bulk comparison runs on Spark (--master, --conf)
     over the views a `recstore spark build` or `recstore export` wrote there, with the same
-    results; it is not recorded (a layout is no store), and --pair-by input_scope and
-    --ignore of fields inside entries or metadata (--preset semantic) need a store.
+    results; it is not recorded (a layout is no store) and compares current revisions.
 
     Pairs classify as fail when the candidate failed, warn when not equal, else pass
     (aioc's rule); --fail-on/--warn-on take signals: statusChanged, toolsChanged,

@@ -28,11 +28,18 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from recstore.canonical import canonical_json
 from recstore.formats.events import events_to_record
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.records import extract_tool_calls
-from recstore.records.keys import RunKeys, call_keys, calls_key, entry_keys, key_of, sequence_key
+from recstore.records.keys import (
+    RunKeys,
+    call_keys,
+    calls_key,
+    entry_keys,
+    field_keys,
+    key_of,
+    sequence_key,
+)
 from recstore.store.agentuse_ingest import stored_record
 from recstore.store.projection import policy_outcome
 from recstore.store.tables import insert_columns, registered
@@ -55,6 +62,8 @@ _CHUNK = 5000
 _NO_OUTCOME = (None, None, None, None)
 # What a reassembled record may leave out: comparisons never read these arrays.
 UNCOMPARED = ("prompt_snapshot", "request_fingerprint", "suspended_proposal")
+# The record arrays whose entries' fields can be ignored, by section.
+_ENTRY_ARRAYS = (("policy", "policyDecisions"), ("guardrails", "guardrailDecisions"))
 # Field keys read only the policy and guardrail entries and the metadata.
 _UNUSED_BY_FIELDS = (*UNCOMPARED, "item_appended")
 
@@ -98,25 +107,14 @@ def record_features(record: dict) -> RecordFeatures:
     )
 
 
-def _object_fields(section: str, index: int, value: dict, out: list[tuple]) -> None:
-    # aioc drops "__proto__" from canonical objects, so it never takes part in equality.
-    for key, item in value.items():
-        if key != "__proto__":
-            out.append((section, index, canonical_json(key), key_of(item)))
-
-
 def record_fields(record: dict) -> list[tuple]:
     """``(section, entry_index, field, value_key)`` of every top-level field of the policy and
     guardrail entries and of the metadata: only ``--ignore`` of a field needs them."""
-    out: list[tuple] = []
-    for section, key in (("policy", "policyDecisions"), ("guardrails", "guardrailDecisions")):
-        for index, entry in enumerate(record.get(key) or ()):
-            if isinstance(entry, dict):
-                _object_fields(section, index, entry, out)
-    metadata = record.get("metadata")
-    if isinstance(metadata, dict):
-        _object_fields("metadata", 0, metadata, out)
-    return out
+    objects = [(section, index, entry) for section, key in _ENTRY_ARRAYS
+               for index, entry in enumerate(record.get(key) or ())]
+    objects.append(("metadata", 0, record.get("metadata")))
+    return [(section, index, *keys) for section, index, value in objects
+            if isinstance(value, dict) for keys in field_keys(value)]
 
 
 def _new_ids(con: duckdb.DuckDBPyConnection, count: int) -> list[int]:

@@ -100,24 +100,26 @@ def double_math(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> 
     return tree
 
 
-# DuckDB's arg_min/arg_max that keep a NULL value of the row found; Spark's min_by/max_by do too
-# (both skip rows whose ordering value is NULL).
-_NULL_KEEPING_ARG = {"arg_min_null": "MIN_BY", "arg_max_null": "MAX_BY"}
+# DuckDB functions Spark knows by another name: arg_min/arg_max that keep a NULL value of the row
+# found (Spark's min_by/max_by do too; both skip rows whose ordering value is NULL), and the
+# 64-bit hash (Spark's HASH is a 32-bit murmur3: a fingerprint compared by it would take a
+# 2^-32 chance of calling two different entries equal, against DuckDB's 2^-64).
+_SPARK_NAMES = {"arg_min_null": "MIN_BY", "arg_max_null": "MAX_BY", "hash": "XXHASH64"}
 
 
-def arg_min_null(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> exp.Expression:
-    """DuckDB ``arg_min_null(value, by)`` (the comparison's first point of divergence) is
-    unknown to Spark, whose ``MIN_BY(value, by)`` means the same."""
+def spark_names(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> exp.Expression:
+    """DuckDB functions that Spark spells otherwise (:data:`_SPARK_NAMES`): ``arg_min_null``
+    (the comparison's first point of divergence) and ``hash`` (its field fingerprints)."""
     if dialect != "spark":
         return tree
     for node in list(tree.find_all(exp.Anonymous)):
-        name = _NULL_KEEPING_ARG.get(node.name.lower())
+        name = _SPARK_NAMES.get(node.name.lower())
         if name is not None:
             node.replace(exp.Anonymous(this=name, expressions=node.expressions))
     return tree
 
 
-RULES: tuple[Rule, ...] = (list_length, percentile, safe_casts, double_math, arg_min_null,
+RULES: tuple[Rule, ...] = (list_length, percentile, safe_casts, double_math, spark_names,
                            spark_json)
 
 

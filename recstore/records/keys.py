@@ -19,7 +19,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from recstore.canonical import canonical_bytes
+from recstore.canonical import canonical_bytes, canonical_json
 from recstore.records.compare import utf16_length
 from recstore.records.toolcalls import UNDEFINED
 
@@ -29,6 +29,7 @@ __all__ = [
     "call_output_key",
     "calls_key",
     "entry_keys",
+    "field_keys",
     "key_of",
     "sequence_key",
     "text_key",
@@ -63,6 +64,13 @@ def entry_keys(entries: list | None) -> list[tuple[int, bool]]:
     """``(key, is_object)`` of every element of a record array (policy or guardrail decisions);
     ``None`` (an absent or null array) has none. aioc compares these entries whole."""
     return [(key_of(entry), isinstance(entry, dict)) for entry in entries or ()]
+
+
+def field_keys(value: dict) -> list[tuple[str, int]]:
+    """``(field, key)`` of every top-level field of an object (an entry, or metadata), the field
+    as canonical JSON: what ``--ignore policy.timestamp`` / ``metadata.<key>`` compares by.
+    aioc drops ``"__proto__"`` from canonical objects, so it never takes part in equality."""
+    return [(canonical_json(k), key_of(v)) for k, v in value.items() if k != "__proto__"]
 
 
 def calls_key(analysis: Any) -> int:

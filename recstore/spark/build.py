@@ -16,9 +16,9 @@ The store's definitions do the work; this module only places rows as the ingest'
    ``source_results``, ``rejects``, one ``batches`` row for the build) become Spark temporary
    views; columns the store computes on insert (``started`` from ``started_text``,
    ``duration_ms``) are the same DuckDB expressions transpiled. Each view of the store layer,
-   and each helper view (``run_rows``, ``cmp_*_features``), is its ``schema/`` SQL transpiled
-   (:mod:`recstore.spark.definitions`); the public ones are written as the
-   export writes it (:func:`recstore.query.export.export_select`): zstd Parquet, hive-partitioned
+   and each helper view (``run_rows``, the ``cmp_*`` feature views), is its ``schema/`` SQL
+   transpiled (:mod:`recstore.spark.definitions`); the public ones are written as the export
+   writes it (:func:`recstore.query.export.export_select`): zstd Parquet, hive-partitioned
    by day for run views. Views of later layers (comparisons, replays, sweeps) hold what those
    commands recorded in a store, so a build writes them empty, with their columns.
 

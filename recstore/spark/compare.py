@@ -13,10 +13,10 @@ What differs from a comparison on a store, because a layout is not a store:
   None, and the per-pair rows come back with it;
 * a layout holds each run's current revision only, so every pair compares current revisions
   (as a filter-selected comparison on a store does);
-* ``--pair-by input_scope`` and ``--ignore`` of fields inside entries or metadata
-  (``policy.timestamp``, ``metadata.<key>``, the ``semantic`` preset) need keys a store computes
-  from the records when first asked for, which a layout does not hold: they raise InputError.
-  Ignoring whole sections (``--ignore metadata``, ``toolCalls.output``) works.
+* ``--ignore`` of fields inside entries or metadata (``policy.timestamp``, ``metadata.<key>``,
+  the ``semantic`` preset) compares by keys a store computes from its records; on a layout they
+  are computed from the entries and metadata the views hold (:mod:`recstore.spark.fields`, which
+  says where that can differ: an entry holding a lone-surrogate escape).
 
 Example (needs pyspark and a layout)::
 
@@ -50,6 +50,7 @@ from recstore.query.api import compile_query, require_selection, run_key_tree
 from recstore.query.export import parquet_view_paths
 from recstore.query.views import default_catalog
 from recstore.spark.connection import NO_LAYOUT, RunSet, SparkConnection
+from recstore.spark.fields import register_field_features
 
 __all__ = ["ParquetLayout", "check_layout_options", "spark_compare"]
 
@@ -69,19 +70,12 @@ class ParquetLayout:
 
 def check_layout_options(directory: str | Path, pair_by: str, ignore: Iterable[str] = (),
                          preset: str | None = None) -> None:
-    """Raise InputError when ``directory`` holds no Parquet layout or an option needs a store
-    (module docstring): checked before a Spark session starts."""
+    """Raise InputError when ``directory`` holds no Parquet layout or the pairing rule or an
+    ignore path is wrong: checked before a Spark session starts."""
     if not parquet_view_paths(directory):
         raise InputError(NO_LAYOUT, source=str(directory))
-    if PairBy.parse(pair_by).kind == "input_scope":
-        raise InputError("--pair-by input_scope needs the input-scope keys a store computes; "
-                         "with --engine spark pair by metadata.<path>, question or lineage",
-                         source="--pair-by")
-    if parse_ignore(ignore, preset).needs_fields():
-        raise InputError("ignoring fields inside entries or metadata (policy.timestamp, "
-                         "metadata.<key>, --preset semantic) needs per-field keys a store "
-                         "computes; with --engine spark ignore whole sections only (metadata, "
-                         "policy, guardrails, toolCalls.output)", source="--ignore")
+    PairBy.parse(pair_by)
+    parse_ignore(ignore, preset)
 
 
 def _select(con: SparkConnection, what: str, text: str, allow_empty: bool) -> RunSet:
@@ -133,6 +127,8 @@ def spark_compare(
             con.execute("CREATE OR REPLACE TEMP TABLE _cmp_pinned (run_key VARCHAR, "
                         "revision INTEGER, first_seq BIGINT, feature_id BIGINT)")
             define_pairs(con)
+            if spec.needs_fields():
+                register_field_features(con, spec)
             comparison = compare_paired(
                 con, baseline, candidate, pair_by=str(rule_pair_by), duplicates=duplicates,
                 sections=sections, spec=spec, rule=rule,

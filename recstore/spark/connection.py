@@ -46,6 +46,9 @@ STORE_RELATIONS: dict[str, str] = {
     "run_rows": "SELECT * FROM runs",
     "streams": "SELECT run_key AS stream_key, revision, first_seq, last_seq, "
                "unhex(record_hash) AS record_hash FROM runs",
+    # the prefix of each run's whole input (what --pair-by input_scope reads), not every prefix
+    "proj_input_prefixes": "SELECT feature_id AS run_seq, prefix_len, prefix_key "
+                           "FROM cmp_input_scopes",
 }
 
 
@@ -171,23 +174,29 @@ class SparkConnection:
         else:
             frame = self._frame(create.expression)
         if kind == "TABLE":
-            # computed here, as DuckDB does, and kept without its plan: a later statement reads
-            # the rows and does not plan again the statements that made them (which took Spark
-            # seconds per statement once a few temp tables were stacked)
-            if name in self._kept:
-                self._kept.pop(name).unpersist()
-            frame = frame.localCheckpoint(eager=True)
-            self._kept[name] = frame
+            self.keep(name, frame)
         else:
             self._views.add(name)
+            frame.createOrReplaceTempView(name)
+
+    def keep(self, name: str, frame: Any) -> None:
+        """Make ``frame`` the temp table ``name``: computed now, as DuckDB computes a temp
+        table, and kept without its plan, so a later statement reads the rows and does not plan
+        again the statements that made them (which took Spark seconds per statement once a few
+        temp tables were stacked)."""
+        if name in self._kept:
+            self._kept.pop(name).unpersist()
+        frame = frame.localCheckpoint(eager=True)
+        self._kept[name] = frame
         frame.createOrReplaceTempView(name)
 
     def _register_read(self, tree: exp.Expression) -> None:
         """Register the layout views (and derived store relations) ``tree`` reads."""
         ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+        known = {*ctes, *self._registered, *self._kept, *self._views}
         for table in tree.find_all(exp.Table):
             name = table.name.lower()
-            if not name or name in ctes or name in self._registered or name in self._kept:
+            if not name or name in known:
                 continue
             if name in STORE_RELATIONS:
                 self._register_read(sqlglot.parse_one(STORE_RELATIONS[name], read="duckdb"))

@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 # Views of the store layer (schema files below 010) and the helper views every layer reads
-# (run_rows, cmp_*_features) are what a build computes; the public views later layers add
+# (run_rows, the cmp_* feature views) are what a build computes; the public views later layers add
 # (comparisons, replays, sweeps) show what those commands recorded in a store, which raw records
 # never hold, so a build writes them empty, with their columns.
 _STORE_LAYER = 10
