@@ -193,10 +193,9 @@ class SparkConnection:
     def _register_read(self, tree: exp.Expression) -> None:
         """Register the layout views (and derived store relations) ``tree`` reads."""
         ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-        known = {*ctes, *self._registered, *self._kept, *self._views}
         for table in tree.find_all(exp.Table):
             name = table.name.lower()
-            if not name or name in known:
+            if not name or name in ctes or self._defines(name):
                 continue
             if name in STORE_RELATIONS:
                 self._register_read(sqlglot.parse_one(STORE_RELATIONS[name], read="duckdb"))
@@ -208,6 +207,11 @@ class SparkConnection:
                 raise InputError(
                     f"view {name} is not in this layout; write it again with `recstore export "
                     "--overwrite` or `recstore spark build --overwrite`", source=self.directory)
+
+    def _defines(self, name: str) -> bool:
+        """Whether ``name`` is already a temp view of this connection's (a layout view, a store
+        relation, a temp table or view, or a registered relation)."""
+        return name in self._registered or name in self._kept or name in self._views
 
     def _register_view(self, name: str) -> None:
         path = str(self._paths[name])
