@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,6 +90,30 @@ def fixture_store(tmp_path_factory: pytest.TempPathFactory):
     from .query_support import build_store  # query_support imports this module's constants
 
     return build_store(tmp_path_factory.mktemp("query-store") / "runs.duckdb")
+
+
+class _XdistShares:
+    """Work shares for pytest-xdist (``-n auto`` in pyproject's addopts): each test module runs
+    whole in one worker, so its fixtures are built once and its tests run in file order; the
+    modules on the Spark session (``*spark*``, the only ones using it) share one worker, so a
+    test run starts one JVM and builds the shared Spark corpus once. (xdist's own
+    ``--dist loadgroup`` marks do not group under pytest 9.2, which keeps node ids elsewhere.)"""
+
+    @staticmethod
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        from xdist.scheduler import LoadScopeScheduling
+
+        class ModuleShares(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                module = nodeid.split("::", 1)[0]
+                return "spark" if "spark" in Path(module).name else module
+
+        return ModuleShares(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistShares(), "recstore-xdist-shares")
 
 
 @pytest.fixture(scope="session")
