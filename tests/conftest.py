@@ -116,6 +116,15 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_XdistShares(), "recstore-xdist-shares")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep _XdistShares' rule true: a test on the Spark session lives in a ``*spark*`` module
+    (elsewhere it would start a second JVM in another worker)."""
+    stray = [item.nodeid for item in items
+             if "spark" in getattr(item, "fixturenames", ()) and "spark" not in item.path.name]
+    if stray:
+        raise pytest.UsageError(f"tests on the Spark session belong in a *spark* module: {stray}")
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The one local Spark session of the whole test run (a JVM start costs 10-30 s), stopped when
