@@ -40,22 +40,32 @@ from pathlib import Path
 DISTINCT = 2000
 
 
-def write_corpus(path: Path, n: int) -> None:
+def write_corpus(path: Path, n: int, paired: bool = False) -> None:
     """N records as NDJSON; runIds are unique, content repeats every 2,000 records.
+
+    ``paired``: records 2k and 2k+1 share ``metadata.caseId`` (``bench-case-<k>``) and are the
+    two arms of a comparison (``metadata.arm`` ``a`` and ``b``; their contents differ).
 
     synth plants lone surrogates (valid JSON that DuckDB's parser rejects); they become U+FFFD
     so the floor can read the same file."""
     from recstore.synth import generate_corpus
 
-    templates = [
-        json.dumps({**record, "runId": "@@RUN@@"}, ensure_ascii=False)
-        .encode("utf-16", "surrogatepass")
-        .decode("utf-16", "replace")
-        for record in generate_corpus(min(n, DISTINCT), seed=42)
-    ]
+    def template(record: dict) -> str:
+        record = {**record, "runId": "@@RUN@@"}
+        if paired:
+            record["metadata"] = {**record.get("metadata", {}), "caseId": "@@CASE@@",
+                                  "arm": "@@ARM@@"}
+        return (json.dumps(record, ensure_ascii=False).encode("utf-16", "surrogatepass")
+                .decode("utf-16", "replace"))
+
+    templates = [template(record) for record in generate_corpus(min(n, DISTINCT), seed=42)]
     with open(path, "w", encoding="utf-8") as fh:
         for i in range(n):
-            fh.write(templates[i % len(templates)].replace("@@RUN@@", f"bench-{i:08d}", 1))
+            line = templates[i % len(templates)].replace("@@RUN@@", f"bench-{i:08d}", 1)
+            if paired:
+                line = line.replace("@@CASE@@", f"bench-case-{i // 2:08d}", 1)
+                line = line.replace("@@ARM@@", "ab"[i % 2], 1)
+            fh.write(line)
             fh.write("\n")
 
 

@@ -2,17 +2,21 @@
 ``recstore spark build`` on local Spark, at several sizes, on the same file.
 
 The corpus is bench_ingest's (N realistic RunRecords from ``recstore.synth``, 2,000 distinct
-records repeated with fresh runIds, spread over ~10 days). Both paths end with the same Parquet
-layout (tests/test_spark_build.py checks they are equal row for row). Each phase runs in its own
-process, interleaved ``--repeat`` times; medians are printed:
+records repeated with fresh runIds, spread over ~10 days), paired: records 2k and 2k+1 are the
+two arms (``metadata.arm`` a / b) of case ``metadata.caseId``, with different contents. Both
+paths end with the same Parquet layout (tests/test_spark_build.py checks they are equal row for
+row). Each phase runs in its own process, interleaved ``--repeat`` times; medians are printed:
 
-* **duckdb**: ingest into a fresh store, then export every view (wall seconds of each);
+* **duckdb**: ingest into a fresh store, then export every view (wall seconds of each), then
+  bulk compare arm a with arm b by caseId (N/2 pairs) on the store, exact and with
+  ``--preset semantic`` (per-field keys);
 * **spark**: a Spark session on ``--master`` (default local[2]; its start is timed apart, it is
-  paid once per job), then the build.
+  paid once per job), then the build, then the same two comparisons with ``--engine spark``
+  over the build.
 
 Printed per size: seconds of each side, runs per second end to end, the ratio spark / duckdb
 (the baseline measured in the same run), and Spark's runs per second per core: the figure to
-reason from about a cluster (docs/scale.md).
+reason from about a cluster (docs/scale.md); then a table of the comparisons.
 
 Run: python benchmarks/bench_spark.py [--sizes 6000,20000] [--repeat 1] [--master local[2]]
 """
@@ -29,13 +33,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ingest import write_corpus  # noqa: E402 - the sibling benchmark's corpus
 
+# The comparison both engines run: arm a against arm b of every case (bench_ingest's paired
+# corpus), as `recstore compare --baseline ... --candidate ... --pair-by metadata.caseId`.
+ARMS = ("metadata.arm = 'a'", "metadata.arm = 'b'")
+PAIR_BY = "metadata.caseId"
+
 
 def phase_duckdb(corpus: Path, work: Path) -> dict:
+    from recstore.compare import bulk_compare
     from recstore.query.export import export_views
     from recstore.store import Store
 
@@ -45,21 +57,37 @@ def phase_duckdb(corpus: Path, work: Path) -> dict:
     ingested = time.perf_counter()
     export_views(store, work / "export")
     done = time.perf_counter()
+    compared = _compares(lambda preset: bulk_compare(store, *ARMS, pair_by=PAIR_BY, preset=preset,
+                                                     record=False))
     return {"ingest": ingested - start, "export": done - ingested, "total": done - start,
-            "runs": summary.accepted}
+            "runs": summary.accepted, **compared}
 
 
 def phase_spark(corpus: Path, work: Path, master: str) -> dict:
     from recstore.query.spark import spark_session
     from recstore.spark.build import build_views
+    from recstore.spark.compare import spark_compare
 
     start = time.perf_counter()
     spark = spark_session(master)
     started = time.perf_counter()
     summary = build_views(spark, [str(corpus)], str(work / "build"))
     done = time.perf_counter()
+    compared = _compares(lambda preset: spark_compare(spark, work / "build", *ARMS,
+                                                      pair_by=PAIR_BY, preset=preset))
     return {"session": started - start, "total": done - started, "runs": summary.accepted,
-            "cores": spark.sparkContext.defaultParallelism}
+            "cores": spark.sparkContext.defaultParallelism, **compared}
+
+
+def _compares(compare: Callable[[str | None], Any]) -> dict:
+    """Seconds of ``compare(preset)`` exact and semantic, and the pairs compared."""
+    out: dict[str, Any] = {}
+    for name, preset in (("exact", None), ("semantic", "semantic")):
+        start = time.perf_counter()
+        comparison = compare(preset)
+        out[f"compare_{name}"] = time.perf_counter() - start
+        out["pairs"] = comparison.pair_count
+    return out
 
 
 def _child(phase: str, corpus: Path, work: Path, master: str) -> dict:
@@ -75,7 +103,7 @@ def _child(phase: str, corpus: Path, work: Path, master: str) -> dict:
 
 def measure(root: Path, n: int, repeat: int, master: str) -> dict:
     corpus = root / f"corpus-{n}.ndjson"
-    write_corpus(corpus, n)
+    write_corpus(corpus, n, paired=True)
     runs: dict[str, list[dict]] = {"duckdb": [], "spark": []}
     for i in range(repeat):
         for phase in runs:
@@ -91,7 +119,9 @@ def measure(root: Path, n: int, repeat: int, master: str) -> dict:
             "duckdb_export": median("duckdb", "export"), "duckdb": duck,
             "spark_session": median("spark", "session"), "spark": spark, "cores": cores,
             "ratio": spark / duck, "duckdb_rate": n / duck, "spark_rate": n / spark,
-            "spark_rate_per_core": n / spark / cores}
+            "spark_rate_per_core": n / spark / cores, "pairs": runs["duckdb"][0]["pairs"],
+            **{f"{phase}_compare_{name}": median(phase, f"compare_{name}")
+               for phase in runs for name in ("exact", "semantic")}}
 
 
 def print_table(rows: list[dict]) -> None:
@@ -103,6 +133,16 @@ def print_table(rows: list[dict]) -> None:
               f"{r['duckdb']:.1f} | {r['duckdb_rate']:,.0f} | {r['spark']:.1f} | "
               f"{r['spark_rate']:,.0f} | {r['ratio']:.2f} | {r['spark_rate_per_core']:,.0f} "
               f"(x{r['cores']}) | {r['spark_session']:.1f} |")
+    print()
+    print("| runs | pairs | compare exact: DuckDB (s) | Spark (s) | Spark / DuckDB | "
+          "semantic: DuckDB (s) | Spark (s) | Spark / DuckDB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        cells = []
+        for name in ("exact", "semantic"):
+            duck, spark = r[f"duckdb_compare_{name}"], r[f"spark_compare_{name}"]
+            cells.append(f"{duck:.1f} | {spark:.1f} | {spark / duck:.2f}")
+        print(f"| {r['runs']:,} | {r['pairs']:,} | {' | '.join(cells)} |")
 
 
 def main() -> None:
