@@ -381,9 +381,10 @@ def pair_selected(con: Any, selections: Sequence[Any], pair_by: str, duplicates:
     """Pair the run sets ``selections`` (baseline, candidate: relations of run keys ``con``
     registers, each with ``num_rows``) into ``_cmp_pairing``; raise EmptySelectionError when
     they form no pair, unless ``allow_empty``."""
-    pair_runs(con, selections[0], selections[1], PairBy.parse(pair_by), duplicates)
+    rule = PairBy.parse(pair_by)
+    pair_runs(con, selections[0], selections[1], rule, duplicates)
     if not allow_empty:
-        _require_pairs(con, str(PairBy.parse(pair_by)), selections)
+        _require_pairs(con, str(rule), selections)
 
 
 def compare_paired(

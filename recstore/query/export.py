@@ -1,8 +1,8 @@
 """Export the public views as zstd Parquet for other engines (Spark, Trino, Polars, DuckDB).
 
 The comparison's feature views (``cmp_run_features``, ``cmp_call_features``,
-``cmp_entry_features``, ``cmp_input_scopes``) are written too, so ``recstore compare --engine spark`` runs over an
-export as over a ``recstore spark build``.
+``cmp_entry_features``, ``cmp_input_scopes``) are written too, so ``recstore compare --engine
+spark`` runs over an export as over a ``recstore spark build``.
 
 Layout: ``DIR/<view>/day=YYYY-MM-DD/data_0.parquet`` — hive-partitioned by the day the run
 started (``day=unknown`` when it has no start time) for ``runs`` and every view whose rows belong

@@ -46,8 +46,9 @@ PUBLIC_VIEWS: tuple[str, ...] = (
     "sweep_cases",
 )
 
-# The comparison's feature views (schema/010_compare.sql, 011_compare_scopes.sql): not public (a query does not read
-# them), but written into a Parquet layout, so that a comparison can run over it on Spark.
+# The comparison's feature views (schema/010_compare.sql, 011_compare_scopes.sql): not public
+# (a query does not read them), but written into a Parquet layout, so that a comparison can run
+# over it on Spark.
 COMPARE_FEATURE_VIEWS: tuple[str, ...] = (
     "cmp_run_features",
     "cmp_call_features",

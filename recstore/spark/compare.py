@@ -104,15 +104,15 @@ def spark_compare(
     allow_empty: bool = False,
 ) -> Comparison:
     """:func:`recstore.compare.bulk_compare` on ``spark`` over the Parquet layout in
-    ``directory``, with the same options (module docstring: what a layout cannot do). The
-    result holds its pair rows and is not recorded.
+    ``directory``, with the same options but explicit pairs (module docstring: what differs
+    on a layout). The result holds its pair rows and is not recorded.
 
     Raises:
-        InputError: bad options or filters, an option a layout cannot serve, or a directory
-            that holds no layout. EmptySelectionError: an empty side, or no pairs (unless
-            ``allow_empty``).
+        InputError: bad options or filters, or a directory that holds no layout.
+            EmptySelectionError: an empty side, or no pairs (unless ``allow_empty``).
     """
-    check_layout_options(directory, pair_by, ignore, preset)
+    # the options are checked here as check_layout_options checks them, and the layout by
+    # SparkConnection: before any Spark job runs
     spec, sections = compared_sections(ignore, preset, include_sections, exclude_sections)
     rule_pair_by = PairBy.parse(pair_by)
     if duplicates not in DUPLICATE_RULES:

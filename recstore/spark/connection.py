@@ -152,6 +152,7 @@ class SparkConnection:
 
     def unregister(self, name: str) -> None:
         self.spark.catalog.dropTempView(name)
+        self._views.discard(name)
 
     def relation(self, sql: str) -> Any:
         """The rows of a DuckDB query as a Spark DataFrame (not collected)."""
@@ -197,8 +198,7 @@ class SparkConnection:
             name = table.name.lower()
             if not name or name in ctes or self._defines(name):
                 continue
-            if name in STORE_RELATIONS:
-                self._register_read(sqlglot.parse_one(STORE_RELATIONS[name], read="duckdb"))
+            if name in STORE_RELATIONS:  # relation() registers what it reads in turn
                 self.relation(STORE_RELATIONS[name]).createOrReplaceTempView(name)
                 self._registered.add(name)
             elif name in self._paths:
