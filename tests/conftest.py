@@ -40,10 +40,13 @@ AIOC_RECORD_NAMES = [
 HOSTILE = FIXTURES / "hostile"
 
 
-def run_cli(db: Path | str, *args: str, cwd: Path | str | None = None) -> subprocess.CompletedProcess:
-    """The real ``recstore`` CLI in a subprocess on the store ``db`` (text output captured)."""
+def run_cli(db: Path | str, *args: str, cwd: Path | str | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The real ``recstore`` CLI in a subprocess on the store ``db`` (text output captured;
+    ``env``: the child's whole environment, by default this one)."""
     return subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), *args],
-                          capture_output=True, text=True, cwd=cwd or REPO_ROOT, timeout=600)
+                          capture_output=True, text=True, cwd=cwd or REPO_ROOT, timeout=600,
+                          env=env)
 
 
 def from_source_sweep(folder: Path, name: str, query: str, select_extra: str = "") -> Path:

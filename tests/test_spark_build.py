@@ -20,20 +20,8 @@ from .conftest import run_cli
 from .spark_conformance import layout_differences, row_differences
 
 
-@pytest.fixture(scope="module")
-def inputs(spark_inputs):
-    return spark_inputs
-
-
-@pytest.fixture(scope="module")
-def built(spark_built):
-    """(the store's export, the Spark build, the store's ingest summary, the build's --json)."""
-    return spark_built.export, spark_built.build, spark_built.ingested, spark_built.summary
-
-
-def test_build_lays_out_the_views_as_the_export_does(built):
-    exported, build, _, _ = built
-    assert layout_differences(exported, build) == []
+def test_build_lays_out_the_views_as_the_export_does(spark_built):
+    assert layout_differences(spark_built.export, spark_built.build) == []
 
 
 @pytest.mark.parametrize("view", [
@@ -43,9 +31,8 @@ def test_build_lays_out_the_views_as_the_export_does(built):
     "comparison_unpaired", "replays", "replay_calls", "sweeps", "sweep_runs", "sweep_cases",
     "cmp_run_features", "cmp_call_features", "cmp_entry_features", "cmp_input_scopes",
 ])
-def test_build_rows_equal_the_stores_export(built, view):
-    exported, build, _, _ = built
-    rows, differing = row_differences(exported, build, view)
+def test_build_rows_equal_the_stores_export(spark_built, view):
+    rows, differing = row_differences(spark_built.export, spark_built.build, view)
     assert differing == []
     if view in {"runs", "items", "tool_calls", "events", "rejects", "sources",
                 "cmp_run_features", "cmp_call_features", "cmp_entry_features",
@@ -53,10 +40,10 @@ def test_build_rows_equal_the_stores_export(built, view):
         assert rows > 0  # compared something
 
 
-def test_build_counts_records_as_the_ingest_does(built):
-    _, _, ingested, summary = built
+def test_build_counts_records_as_the_ingest_does(spark_built):
     counts = ("accepted", "revised", "duplicate", "rejected")
-    assert [summary[c] for c in counts] == [getattr(ingested, c) for c in counts]
+    summary = spark_built.summary
+    assert [summary[c] for c in counts] == [getattr(spark_built.ingested, c) for c in counts]
     assert [summary[c] for c in counts[1:]] == [4, 1, 3]
 
 
@@ -68,9 +55,9 @@ def test_cli_refuses_a_missing_input_before_starting_spark(tmp_path):
     assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
 
 
-def test_cli_refuses_a_malformed_setting_before_starting_spark(inputs, tmp_path):
+def test_cli_refuses_a_malformed_setting_before_starting_spark(spark_inputs, tmp_path):
     result = run_cli(tmp_path / "unused.duckdb", "spark", "build", "--conf", "no-equals-sign",
-                     str(inputs / "3-edge.ndjson"), str(tmp_path / "out"))
+                     str(spark_inputs / "3-edge.ndjson"), str(tmp_path / "out"))
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "--conf" in result.stderr and "no-equals-sign" in result.stderr
 
@@ -86,21 +73,22 @@ def test_cli_build_exits_1_on_rejects_and_writes_views_others_read(spark_built):
     assert stored[0] == spark_built.summary["rows"]["runs"] and stored[1] > 1
 
 
-def test_build_marks_its_folder_as_an_export_and_keeps_it_owner_only(built):
-    _, build, _, summary = built
+def test_build_marks_its_folder_as_an_export_and_keeps_it_owner_only(spark_built):
+    build = spark_built.build
     manifest = json.loads((build / MANIFEST).read_text())
-    assert manifest["complete"] is True and manifest["rows"] == summary["rows"]
+    assert manifest["complete"] is True and manifest["rows"] == spark_built.summary["rows"]
     modes = {stat.S_IMODE(p.stat().st_mode) for p in build.rglob("*") if not p.is_symlink()}
     assert modes == {0o600, 0o700}
 
 
-def test_build_never_replaces_a_folder_it_did_not_write(spark, inputs, tmp_path, built):
+def test_build_never_replaces_a_folder_it_did_not_write(spark, spark_inputs, tmp_path,
+                                                       spark_built):
+    edge = [str(spark_inputs / "3-edge.ndjson")]
     theirs = tmp_path / "theirs"
     (theirs / "runs").mkdir(parents=True)
     (theirs / "runs" / "notes.txt").write_text("mine")
     with pytest.raises(InputError, match="holds no recstore export"):
-        build_views(spark, [str(inputs / "3-edge.ndjson")], str(theirs))
+        build_views(spark, edge, str(theirs))
     assert (theirs / "runs" / "notes.txt").read_text() == "mine"
-    _, build, _, _ = built
     with pytest.raises(InputError, match="--overwrite"):
-        build_views(spark, [str(inputs / "3-edge.ndjson")], str(build))
+        build_views(spark, edge, str(spark_built.build))

@@ -6,6 +6,7 @@ gives on a store of the same files; the CLI writes its report and formats from e
 from __future__ import annotations
 
 import json
+import os
 
 import pyarrow.parquet as pq
 import pytest
@@ -105,16 +106,24 @@ def test_cli_spark_compare_writes_report_and_pairs(spark, spark_built, tmp_path)
     assert page == render_html(on_store, spark_built.store)
 
 
+def _without_java(tmp_path) -> dict[str, str]:
+    """An environment in which starting Spark fails ("Spark needs Java"): a refusal that names
+    the option came before any Spark session."""
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path)
+    return env
+
+
 @pytest.mark.parametrize(("extra", "named"), [
     (["--ignore", "policy.timestmap"], "did you mean 'timestamp'"),
     (["--pair-by", "input-scopes"], "--pair-by 'input-scopes'"),
     (["A", "B"], "--engine spark compares run sets"),
 ])
-def test_cli_refuses_what_a_layout_cannot_do_before_spark_starts(tmp_path, extra, named):
+def test_cli_refuses_bad_options_before_spark_starts(tmp_path, extra, named):
     (tmp_path / "layout" / "runs").mkdir(parents=True)  # what the check looks for before Spark
     sets = [] if "A" in extra else ["--baseline", BASELINE, "--candidate", CANDIDATE]
     result = run_cli(tmp_path / "unused.duckdb", "compare", "--engine", "spark", "--parquet",
-                     str(tmp_path / "layout"), *sets, *extra)
+                     str(tmp_path / "layout"), *sets, *extra, env=_without_java(tmp_path))
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("recstore: error:") and named in result.stderr
     assert "Traceback" not in result.stderr
@@ -128,6 +137,7 @@ def test_cli_refuses_spark_options_without_the_spark_engine(tmp_path):
 
 def test_cli_refuses_a_folder_without_views(tmp_path):
     result = run_cli(tmp_path / "unused.duckdb", "compare", "--engine", "spark", "--parquet",
-                     str(tmp_path), "--baseline", BASELINE, "--candidate", CANDIDATE)
+                     str(tmp_path), "--baseline", BASELINE, "--candidate", CANDIDATE,
+                     env=_without_java(tmp_path))
     assert result.returncode == 2 and "no exported views here" in result.stderr
     assert "Traceback" not in result.stderr
