@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from recstore.canonical import canonical_json
 from recstore.compare.aggregate import DEFAULT_RULE, ClassificationRule, aggregate, classify
+from recstore.compare.connection import CompareConnection
 from recstore.compare.engine import RESULT_COLUMNS, compare_pairs
 from recstore.compare.features import resolve_features
 from recstore.compare.ignore import IgnoreSpec, parse_ignore, strip_record
@@ -196,7 +197,7 @@ class Comparison:
         return out
 
 
-def _resolve_refs(con: Any, refs: Sequence[str]) -> dict[str, str]:
+def _resolve_refs(con: CompareConnection, refs: Sequence[str]) -> dict[str, str]:
     """Run key of each ref given as a run key or a unique run id (one query for all)."""
     unique = list(dict.fromkeys(refs))
     with registered(con, "_cmp_refs", pa.table({"ref": unique})):
@@ -231,7 +232,7 @@ def _side(side: RunSide) -> tuple[str, int | None]:
     raise InputError(f"a pair side is a run reference or (run reference, revision), not {side!r}")
 
 
-def _explicit_pairs(con: Any, pairs: Sequence[tuple[RunSide, RunSide]]) -> None:
+def _explicit_pairs(con: CompareConnection, pairs: Sequence[tuple[RunSide, RunSide]]) -> None:
     """Resolve explicit pairs (refs to run keys, pinned revisions checked) into
     ``_cmp_pairing``."""
     sides = [_side(side) for a, b in pairs for side in (a, b)]
@@ -251,7 +252,7 @@ def _explicit_pairs(con: Any, pairs: Sequence[tuple[RunSide, RunSide]]) -> None:
     pair_explicit(con, list(zip(resolved[::2], resolved[1::2], strict=True)))
 
 
-def _record(con: Any, comparison: Comparison) -> int:
+def _record(con: CompareConnection, comparison: Comparison) -> int:
     """Store the comparison, its pairs and unpaired runs; returns the comparison id."""
     ((comparison_id,),) = con.execute("SELECT nextval('cmp_comparison_seq')").fetchall()
     unpaired_counts = comparison.unpaired_counts()
@@ -376,7 +377,7 @@ def compared_sections(ignore: Iterable[str], preset: str | None,
     return spec, resolve_sections(include_sections, exclude_sections) - spec.sections
 
 
-def pair_selected(con: Any, selections: Sequence[Any], pair_by: str, duplicates: str,
+def pair_selected(con: CompareConnection, selections: Sequence[Any], pair_by: str, duplicates: str,
                   allow_empty: bool) -> None:
     """Pair the run sets ``selections`` (baseline, candidate: relations of run keys ``con``
     registers, each with ``num_rows``) into ``_cmp_pairing``; raise EmptySelectionError when
@@ -388,7 +389,7 @@ def pair_selected(con: Any, selections: Sequence[Any], pair_by: str, duplicates:
 
 
 def compare_paired(
-    con: Any,
+    con: CompareConnection,
     baseline: str | None,
     candidate: str | None,
     *,
@@ -422,7 +423,7 @@ def compare_paired(
     )
 
 
-def pair_rows(con: Any) -> pa.Table:
+def pair_rows(con: CompareConnection) -> pa.Table:
     """Every pair's row (:data:`PAIR_COLUMNS`) in pair order; the record hashes are read from
     the log."""
     return con.sql(
@@ -449,7 +450,7 @@ def stored_pairs(store: Store, comparison_id: int) -> pa.Table:
         ).to_arrow_table()
 
 
-def _unpaired(con: Any) -> list[dict]:
+def _unpaired(con: CompareConnection) -> list[dict]:
     cursor = con.execute("SELECT side, run_key, pair_key, reason FROM _cmp_unpaired_runs")
     return [
         dict(zip(("side", "runKey", "pairKey", "reason"), row, strict=True))
@@ -465,7 +466,7 @@ def _selected_counts(selections: Sequence[Any] | None,
     return {"baseline": selections[0].num_rows, "candidate": selections[1].num_rows}
 
 
-def _require_pairs(con: Any, pair_by: str, selections: Sequence[Any]) -> None:
+def _require_pairs(con: CompareConnection, pair_by: str, selections: Sequence[Any]) -> None:
     """EmptySelectionError when two non-empty sides formed no pair (e.g. a wrong --pair-by)."""
     ((paired,),) = con.execute("SELECT count(*) FROM _cmp_pairing").fetchall()
     if paired:

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from recstore.canonical import canonical_json
 from recstore.compare.aggregate import SIGNALS
+from recstore.compare.connection import CompareConnection
 from recstore.compare.features import stored_revisions
 from recstore.jsonout import dumps
 from recstore.records import extract_tool_calls
@@ -111,7 +112,7 @@ def _signal_masks(pairs: pa.Table) -> list[int]:
         con.close()
 
 
-def _run_facts(con: Any, pairs: pa.Table) -> tuple[dict[int, tuple], dict[int, list[str]]]:
+def _run_facts(con: CompareConnection, pairs: pa.Table) -> tuple[dict[int, tuple], dict[int, list[str]]]:
     """Per pair: (baseline agent, baseline metadata) and the tool names either run called; in
     pair order, which orders the slice dimensions (by the first pair that has each)."""
     con.register("_rep_pairs", pairs.select(["pair_index", "baseline_run_key", "candidate_run_key"]))

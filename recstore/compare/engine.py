@@ -23,9 +23,9 @@ aioc's; there is no per-record Python.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from recstore.canonical import canonical_json
+from recstore.compare.connection import CompareConnection
 from recstore.compare.ignore import IgnoreSpec
 
 __all__ = ["RESULT_COLUMNS", "compare_pairs"]
@@ -69,7 +69,7 @@ def _field_list(fields: Iterable[str]) -> str:
     return "[" + ", ".join(quoted) + "]::VARCHAR[]"
 
 
-def _align_calls(con: Any, compare_outputs: bool) -> None:
+def _align_calls(con: CompareConnection, compare_outputs: bool) -> None:
     """Tool calls of both sides by position, with aioc's per-position checks (§5 step 4)."""
     con.execute(
         f"""
@@ -165,7 +165,7 @@ def _entry_diff(section: str, fields: frozenset[str]) -> str:
     """
 
 
-def _align_entries(con: Any, ignore: IgnoreSpec) -> None:
+def _align_entries(con: CompareConnection, ignore: IgnoreSpec) -> None:
     """``_cmp_entry_diff``: policy and guardrail positions that differ (missing on one side,
     or unequal), per section by keys (exact) or by field fingerprints (fields ignored)."""
     parts = [
@@ -187,7 +187,7 @@ def _metadata_fingerprints(keys: frozenset[str]) -> str:
     """
 
 
-def _multiset(con: Any) -> None:
+def _multiset(con: CompareConnection) -> None:
     """Per pair and (name, argsHash): calls on each side (aioc's multiset metrics, tool drift)."""
     con.execute(
         """
@@ -202,7 +202,7 @@ def _multiset(con: Any) -> None:
     )
 
 
-def _pair_runs(con: Any) -> None:
+def _pair_runs(con: CompareConnection) -> None:
     """``_cmp_pair_runs``: each pair (every column of ``_cmp_pairs``) with both runs' run-level
     features side by side."""
     con.execute(
@@ -227,7 +227,7 @@ def _pair_runs(con: Any) -> None:
 
 
 def compare_pairs(
-    con: Any,
+    con: CompareConnection,
     sections: set[str],
     ignore: IgnoreSpec | None = None,
     response_match_mode: str = "exact",

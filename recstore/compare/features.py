@@ -28,6 +28,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from recstore.compare.connection import CompareConnection
 from recstore.formats.events import events_to_record
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.records import extract_tool_calls
@@ -277,7 +278,7 @@ def resolve_features(
         _add_fields(con, progress)
 
 
-def define_pairs(con: Any) -> None:
+def define_pairs(con: CompareConnection) -> None:
     """The ``_cmp_pairs`` view (:func:`resolve_features`) over ``_cmp_pairing`` and
     ``_cmp_pinned(run_key, revision, first_seq, feature_id)``, the pinned revisions' ids."""
     con.execute(

@@ -26,10 +26,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
+from recstore.compare.connection import CompareConnection
 from recstore.errors import InputError
 from recstore.records.keys import key_of
 from recstore.store.tables import registered
@@ -98,7 +98,7 @@ def _literal(text: str) -> str:
 
 
 def pair_runs(
-    con: Any,
+    con: CompareConnection,
     baseline: pa.Table,
     candidate: pa.Table,
     pair_by: PairBy,
@@ -207,7 +207,7 @@ def pair_runs(
 
 
 def pair_explicit(
-    con: Any, pairs: Sequence[tuple[tuple[str, int | None], tuple[str, int | None]]]
+    con: CompareConnection, pairs: Sequence[tuple[tuple[str, int | None], tuple[str, int | None]]]
 ) -> None:
     """Pairs given as ``((baseline_run_key, revision), (candidate_run_key, revision))``
     (revision ``None``: the current one), kept in the given order (the same run may appear in

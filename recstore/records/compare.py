@@ -93,7 +93,7 @@ def _surely_differ(left: Any, right: Any) -> bool:
     return True
 
 
-def _difference(path: str, kind: str, left: Any = _MISSING, right: Any = _MISSING) -> dict:
+def _difference(path: str, kind: str, left: Any = _MISSING, right: Any = _MISSING) -> dict[str, Any]:
     # aioc leaves JS-undefined sides out of the JSON, so an absent value has no key at all.
     diff: dict[str, Any] = {"path": path, "kind": kind}
     if left is not _MISSING:
@@ -103,7 +103,7 @@ def _difference(path: str, kind: str, left: Any = _MISSING, right: Any = _MISSIN
     return diff
 
 
-def _compare_positional(path: str, left: list, right: list, differences: list[dict]) -> bool:
+def _compare_positional(path: str, left: list[Any], right: list[Any], differences: list[dict[str, Any]]) -> bool:
     """aioc ``compareArraysByCanonical``: whole entries, timestamps and callIds included."""
     same = len(left) == len(right)
     if not same:
@@ -123,7 +123,7 @@ def _compare_positional(path: str, left: list, right: list, differences: list[di
     return same
 
 
-def _tool_call_metrics(calls_a: list[dict], calls_b: list[dict]) -> dict[str, int]:
+def _tool_call_metrics(calls_a: list[dict[str, Any]], calls_b: list[dict[str, Any]]) -> dict[str, int]:
     counts_a = Counter(f"{c['name']}\x1f{c['argsHash']}" for c in calls_a)
     counts_b = Counter(f"{c['name']}\x1f{c['argsHash']}" for c in calls_b)
     matched = sum((counts_a & counts_b).values())
@@ -136,7 +136,7 @@ def _tool_call_metrics(calls_a: list[dict], calls_b: list[dict]) -> dict[str, in
     }
 
 
-def _compare_tool_calls(calls_a: list[dict], calls_b: list[dict], differences: list[dict]) -> bool:
+def _compare_tool_calls(calls_a: list[dict[str, Any]], calls_b: list[dict[str, Any]], differences: list[dict[str, Any]]) -> bool:
     """Positional comparison; ``hasOutput`` and ``output`` diffs leave the shape flag true."""
     same_shape = len(calls_a) == len(calls_b)
     if not same_shape:
@@ -177,12 +177,12 @@ def _compare_tool_calls(calls_a: list[dict], calls_b: list[dict], differences: l
 
 
 def compare_records(
-    left: dict,
-    right: dict,
+    left: dict[str, Any],
+    right: dict[str, Any],
     include_sections: Iterable[str] | None = None,
     exclude_sections: Iterable[str] | None = None,
     response_match_mode: str = "exact",
-) -> dict:
+) -> dict[str, Any]:
     """Compare two JSON-form RunRecords exactly as aioc 0.2.8 ``compareRunRecords`` does.
 
     Returns ``{equal, summary, metrics, differences}`` with aioc's key names and difference order.
@@ -192,7 +192,7 @@ def compare_records(
     mode); any other value skips it, as aioc does.
     """
     sections = resolve_sections(include_sections, exclude_sections)
-    differences: list[dict] = []
+    differences: list[dict[str, Any]] = []
     calls_a = extract_tool_calls(left)
     calls_b = extract_tool_calls(right)
     metrics = {

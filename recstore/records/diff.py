@@ -45,11 +45,11 @@ class CallStep:
     b: int | None
 
 
-def _key(call: dict) -> tuple[Any, Any]:
+def _key(call: dict[str, Any]) -> tuple[Any, Any]:
     return call.get("name"), call.get("argsHash")
 
 
-def align_calls(a: Sequence[dict], b: Sequence[dict]) -> list[CallStep]:
+def align_calls(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> list[CallStep]:
     """A minimal edit script from tool calls ``a`` to ``b`` (extract_tool_calls dicts).
 
     Cost: a matched call 0, a changed call (same name, other ``argsHash``) 1, an added or
@@ -69,7 +69,7 @@ def align_calls(a: Sequence[dict], b: Sequence[dict]) -> list[CallStep]:
     return steps
 
 
-def _align_middle(ka: list, kb: list, a0: int, a1: int, b0: int, b1: int) -> list[CallStep]:
+def _align_middle(ka: list[Any], kb: list[Any], a0: int, a1: int, b0: int, b1: int) -> list[CallStep]:
     if (a1 - a0) * (b1 - b0) <= _MAX_CELLS:
         return _edit_script(ka, kb, a0, a1, b0, b1)
     out: list[CallStep] = []
@@ -85,7 +85,7 @@ def _align_middle(ka: list, kb: list, a0: int, a1: int, b0: int, b1: int) -> lis
     return out
 
 
-def _edit_script(ka: list, kb: list, a0: int, a1: int, b0: int, b1: int) -> list[CallStep]:
+def _edit_script(ka: list[Any], kb: list[Any], a0: int, a1: int, b0: int, b1: int) -> list[CallStep]:
     """Edit distance table over ``ka[a0:a1]`` and ``kb[b0:b1]``, then the path back."""
     n, m = a1 - a0, b1 - b0
     cost = [[0] * (m + 1) for _ in range(n + 1)]
@@ -171,7 +171,7 @@ def _children(a: Any, b: Any, path: str) -> Iterator[tuple[str, bool, bool, Any,
                 b[i] if i < len(b) else None
 
 
-def _walk(a: Any, b: Any, path: str, out: list, limit: int) -> None:
+def _walk(a: Any, b: Any, path: str, out: list[Any], limit: int) -> None:
     if len(out) >= limit:
         return
     if not (isinstance(a, dict) and isinstance(b, dict) or isinstance(a, list)

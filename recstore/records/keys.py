@@ -46,7 +46,7 @@ def key_of(value: Any) -> int:
     return text_key(canonical_bytes(value))
 
 
-def call_output_key(call: dict) -> int | None:
+def call_output_key(call: dict[str, Any]) -> int | None:
     """Key of an extracted call's output: None without one; a missing ``output`` key compares as
     aioc's "[undefined]" (``records.toolcalls.output_canonical``)."""
     if not call["hasOutput"]:
@@ -54,19 +54,19 @@ def call_output_key(call: dict) -> int | None:
     return key_of(call["output"] if "output" in call else UNDEFINED)
 
 
-def call_keys(call: dict) -> tuple[bytes, bool, int | None]:
+def call_keys(call: dict[str, Any]) -> tuple[bytes, bool, int | None]:
     """``(args_hash, has_output, output_key)`` of an extracted call: aioc's argsHash as its 32
     bytes, whether an output was recorded, and the output's key (:func:`call_output_key`)."""
     return bytes.fromhex(call["argsHash"]), bool(call["hasOutput"]), call_output_key(call)
 
 
-def entry_keys(entries: list | None) -> list[tuple[int, bool]]:
+def entry_keys(entries: list[Any] | None) -> list[tuple[int, bool]]:
     """``(key, is_object)`` of every element of a record array (policy or guardrail decisions);
     ``None`` (an absent or null array) has none. aioc compares these entries whole."""
     return [(key_of(entry), isinstance(entry, dict)) for entry in entries or ()]
 
 
-def field_keys(value: dict) -> list[tuple[str, int]]:
+def field_keys(value: dict[str, Any]) -> list[tuple[str, int]]:
     """``(field, key)`` of every top-level field of an object (an entry, or metadata), the field
     as canonical JSON: what ``--ignore policy.timestamp`` / ``metadata.<key>`` compares by.
     aioc drops ``"__proto__"`` from canonical objects, so it never takes part in equality."""
@@ -83,7 +83,7 @@ def calls_key(analysis: Any) -> int:
     )
 
 
-def sequence_key(parts: list) -> int:
+def sequence_key(parts: list[Any]) -> int:
     """Key of a sequence of keys or key tuples (a cheap whole-sequence equality test)."""
     return text_key(repr(parts).encode("utf-8"))
 
@@ -104,7 +104,7 @@ class RunKeys:
     guardrail_count: int
 
     @classmethod
-    def of(cls, record: dict) -> RunKeys:
+    def of(cls, record: dict[str, Any]) -> RunKeys:
         metadata = _or_empty(record.get("metadata"), {})
         response = record.get("response", "")
         return cls(

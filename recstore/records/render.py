@@ -39,7 +39,7 @@ def printable(text: str, keep: str = "") -> str:
     'ok\\\\x1b]0;pwned\\\\x07 \\\\u202eevil\\nnext'
     """
 
-    def escape(match: re.Match) -> str:
+    def escape(match: re.Match[str]) -> str:
         char = match.group()
         if char in keep:
             return char
@@ -59,7 +59,7 @@ def _interval(start: int | None, end: int | None) -> str:
     return "no items" if start is None else f"items[{start}:{end}]"
 
 
-def _turns(turns: list) -> str:
+def _turns(turns: list[Any]) -> str:
     if not turns:
         return "no requests"
     return ("turn " if len(turns) == 1 else "turns ") + ",".join(str(t) for t in turns)
@@ -98,7 +98,8 @@ def _decision_lines(analysis: RecordAnalysis) -> list[str]:
     lines = []
     for d in analysis.policy_decisions:
         e = d.entry
-        resource = e.get("resource") if isinstance(e.get("resource"), dict) else {}
+        raw = e.get("resource")
+        resource: dict[str, Any] = raw if isinstance(raw, dict) else {}
         joined = (
             f"call #{analysis.tool_calls[d.tool_call_index].call.get('turn', '-')}"
             if d.tool_call_index is not None
@@ -170,7 +171,7 @@ def render_analysis(analysis: RecordAnalysis) -> str:
     return printable("\n".join(lines), keep="\n")
 
 
-def render_comparison(result: dict, left_name: str = "A", right_name: str = "B") -> str:
+def render_comparison(result: dict[str, Any], left_name: str = "A", right_name: str = "B") -> str:
     """A readable aioc comparison result: verdict, summary flags, metrics and each difference."""
     m = result["metrics"]
     verdict = (

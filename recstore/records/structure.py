@@ -46,6 +46,11 @@ ENVELOPE_STATUSES = ("ok", "denied", "approval_required")
 NEWER_FIELDS = ("initialAgentName", "executionRecordingStatus")
 
 
+# how a handoff is known to have switched agent, and how a visit was entered
+HandoffBasis = Literal["recorded", "inferred", "unknown"]
+VisitTransition = Literal["initial", "applied", "inferred", "unknown"]
+
+
 @dataclass(slots=True)
 class InputScope:
     """How many leading items were the run's input, and which field said so."""
@@ -67,7 +72,7 @@ class Request:
     message_count: int | None
     output_start: int
     output_end: int
-    fingerprint: dict
+    fingerprint: dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -84,7 +89,7 @@ class HandoffTransition:
     target: Any
     decision: Any
     applied: bool | None
-    basis: Literal["recorded", "inferred", "unknown"]
+    basis: HandoffBasis
 
 
 @dataclass(slots=True)
@@ -95,8 +100,8 @@ class Visit:
     agent: Any
     entered_after_turn: Any
     via_call_id: Any
-    transition: Literal["initial", "applied", "inferred", "unknown"]
-    turns: list = field(default_factory=list)
+    transition: VisitTransition
+    turns: list[Any] = field(default_factory=list)
     item_start: int | None = None
     item_end: int | None = None
 
@@ -106,7 +111,7 @@ class ToolCallJoin:
     """An extracted tool call (aioc order) joined to its items, request, visit and decisions."""
 
     index: int
-    call: dict
+    call: dict[str, Any]
     call_item_index: int | None
     output_item_index: int | None
     in_input: bool
@@ -130,7 +135,7 @@ class DecisionJoin:
 
     kind: Literal["policy", "guardrail", "proposal"]
     index: int
-    entry: dict
+    entry: dict[str, Any]
     turn: Any
     request_index: int | None
     tool_call_index: int | None = None
@@ -166,7 +171,7 @@ class RecordAnalysis:
     suspended_proposals: list[DecisionJoin]
     findings: list[Finding]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict of the whole analysis (``inspect --json``)."""
         return asdict(self)
 
@@ -182,7 +187,7 @@ def _count(value: Any) -> int | None:
     return None
 
 
-def input_scope(record: dict) -> InputScope:
+def input_scope(record: dict[str, Any]) -> InputScope:
     """§8.2.1: ``inputItemCount`` if valid, else the first request's ``messageCount``, else none."""
     n_items = len(record["items"])
     count = _count(record.get("inputItemCount"))
@@ -196,7 +201,7 @@ def input_scope(record: dict) -> InputScope:
     return InputScope(None, None)
 
 
-def _requests(record: dict, findings: list[Finding]) -> list[Request]:
+def _requests(record: dict[str, Any], findings: list[Finding]) -> list[Request]:
     n_items = len(record["items"])
     fingerprints = record.get("requestFingerprints") or []
     starts: list[int] = []
@@ -247,7 +252,7 @@ def _requests(record: dict, findings: list[Finding]) -> list[Request]:
     ]
 
 
-def requests(record: dict) -> list[Request]:
+def requests(record: dict[str, Any]) -> list[Request]:
     """§8.2.2: one :class:`Request` per request fingerprint, with its output item interval.
 
     Intervals are kept monotonic and inside ``items`` even when ``messageCount`` is not (see
@@ -255,7 +260,7 @@ def requests(record: dict) -> list[Request]:
     return _requests(record, [])
 
 
-def initial_agent(record: dict) -> tuple[Any, str]:
+def initial_agent(record: dict[str, Any]) -> tuple[Any, str]:
     """§1.14: the agent the run started with, and the field it came from."""
     if isinstance(record.get("initialAgentName"), str):
         return record["initialAgentName"], "initialAgentName"
@@ -273,13 +278,13 @@ def initial_agent(record: dict) -> tuple[Any, str]:
     return record.get("agentName"), "agentName"
 
 
-def _is_newer_record(record: dict, decisions: list) -> bool:
+def _is_newer_record(record: dict[str, Any], decisions: list[Any]) -> bool:
     return any(key in record for key in NEWER_FIELDS) or any(
         isinstance(d, dict) and "handoffApplied" in d for d in decisions
     )
 
 
-def _transitions(record: dict, findings: list[Finding]) -> list[HandoffTransition]:
+def _transitions(record: dict[str, Any], findings: list[Finding]) -> list[HandoffTransition]:
     decisions = record.get("policyDecisions") or []
     newer = _is_newer_record(record, decisions)
     out: list[HandoffTransition] = []
@@ -288,6 +293,7 @@ def _transitions(record: dict, findings: list[Finding]) -> list[HandoffTransitio
         if not isinstance(resource, dict) or resource.get("kind") != "handoff":
             continue
         flag = d.get("handoffApplied")
+        basis: HandoffBasis
         if isinstance(flag, bool):
             applied, basis = flag, "recorded"
         elif newer:
@@ -317,12 +323,12 @@ def _transitions(record: dict, findings: list[Finding]) -> list[HandoffTransitio
     return out
 
 
-def handoff_transitions(record: dict) -> list[HandoffTransition]:
+def handoff_transitions(record: dict[str, Any]) -> list[HandoffTransition]:
     """One :class:`HandoffTransition` per handoff policy decision, in recorded order."""
     return _transitions(record, [])
 
 
-def _opens_visit(t: HandoffTransition) -> str | None:
+def _opens_visit(t: HandoffTransition) -> VisitTransition | None:
     """The visit transition a handoff opens, or None when the agent did not change."""
     if t.applied is True:
         return "applied" if t.basis == "recorded" else "inferred"
@@ -332,7 +338,7 @@ def _opens_visit(t: HandoffTransition) -> str | None:
     return None
 
 
-def _visits(record: dict, transitions: list[HandoffTransition], reqs: list[Request]) -> list[Visit]:
+def _visits(record: dict[str, Any], transitions: list[HandoffTransition], reqs: list[Request]) -> list[Visit]:
     agent, _ = initial_agent(record)
     result = [Visit(0, agent, None, None, "initial")]
     for t in transitions:
@@ -368,7 +374,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def visits(record: dict) -> list[Visit]:
+def visits(record: dict[str, Any]) -> list[Visit]:
     """§8.2.3–4: agent visits in order (never deduped, empty ones kept) with their request turns
     and item intervals."""
     return _visits(record, handoff_transitions(record), requests(record))
@@ -397,8 +403,8 @@ def _handoff_target_from_output(output: Any) -> Any:
 class _TurnCallQueues:
     """Entries keyed by ``(turn, callId)``, consumed in record order (callIds repeat)."""
 
-    def __init__(self, entries: list) -> None:
-        self._queues: dict[tuple, list[int]] = {}
+    def __init__(self, entries: list[Any]) -> None:
+        self._queues: dict[tuple[Any, ...], list[int]] = {}
         for i, entry in enumerate(entries):
             if isinstance(entry, dict):
                 key = (entry.get("turn"), entry.get("callId"))
@@ -429,7 +435,7 @@ class _TurnCallQueues:
         return self.take(key[0], call_id, tool_call_index)
 
 
-def analyze(record: dict) -> RecordAnalysis:
+def analyze(record: dict[str, Any]) -> RecordAnalysis:
     """The whole structure of one JSON-form record: scope, requests, transitions, visits, tool
     calls joined to requests/visits/decisions/envelopes, decision joins, and findings."""
     items = record["items"]
@@ -494,8 +500,8 @@ class _CallJoiner:
         scope: InputScope,
         reqs: list[Request],
         visit_of_request: list[Visit],
-        policy: list,
-        proposals: list,
+        policy: list[Any],
+        proposals: list[Any],
     ) -> None:
         self.reqs = reqs
         self.visit_of_request = visit_of_request
@@ -509,9 +515,10 @@ class _CallJoiner:
         self.policy = _TurnCallQueues(policy)
         self.proposals = _TurnCallQueues(proposals)
 
-    def join(self, index: int, call: dict, position: list[int | None]) -> ToolCallJoin:
+    def join(self, index: int, call: dict[str, Any], position: list[int | None]) -> ToolCallJoin:
         call_at, output_at = position
         anchor = call_at if call_at is not None else output_at
+        assert anchor is not None  # a located call has its call item or its output item
         join = ToolCallJoin(index, call, call_at, output_at, in_input=anchor < self.input_end)
         if not join.in_input:
             self._join_request(join, self.owner[anchor])
@@ -552,7 +559,7 @@ class _CallJoiner:
 
 def _decision_joins(
     kind: Literal["policy", "guardrail", "proposal"],
-    entries: list,
+    entries: list[Any],
     turn_to_request: dict[Any, int],
     joined_calls: dict[int, int],
 ) -> list[DecisionJoin]:
@@ -566,7 +573,7 @@ def _decision_joins(
 
 
 def _check_consistency(
-    record: dict, analysis: RecordAnalysis, visit_of_request: list[Visit]
+    record: dict[str, Any], analysis: RecordAnalysis, visit_of_request: list[Visit]
 ) -> None:
     """§8.2.6 and §1.11 invariants, reported as findings."""
     findings = analysis.findings
@@ -627,7 +634,7 @@ def _check_consistency(
     _check_calls(record, analysis, findings)
 
 
-def _check_calls(record: dict, analysis: RecordAnalysis, findings: list[Finding]) -> None:
+def _check_calls(record: dict[str, Any], analysis: RecordAnalysis, findings: list[Finding]) -> None:
     failed = record.get("status") == "failed"
     for join in analysis.tool_calls:
         call = join.call
@@ -660,6 +667,6 @@ def _check_calls(record: dict, analysis: RecordAnalysis, findings: list[Finding]
             )
 
 
-def _field(record: dict, key: str, index: int, name: str) -> Any:
+def _field(record: dict[str, Any], key: str, index: int, name: str) -> Any:
     entry = record[key][index]
     return entry.get(name) if isinstance(entry, dict) else None

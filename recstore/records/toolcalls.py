@@ -31,7 +31,7 @@ EMPTY_ARGS_HASH = sha256_text("{}")
 UNDEFINED = "[undefined]"
 
 
-def _new_call(call_id: Any, name: Any, arguments: dict | Any, turn: int | None) -> dict:
+def _new_call(call_id: Any, name: Any, arguments: dict[str, Any] | Any, turn: int | None) -> dict[str, Any]:
     args_json = canonical_json(arguments)
     # Key order is aioc's object literal order; `turn` is absent (JS undefined) for orphans.
     call = {"callId": call_id, "name": name, "arguments": arguments, "hasOutput": False}
@@ -42,7 +42,7 @@ def _new_call(call_id: Any, name: Any, arguments: dict | Any, turn: int | None) 
     return call
 
 
-def extract_tool_calls(record_or_items: dict | list) -> list[dict]:
+def extract_tool_calls(record_or_items: dict[str, Any] | list[Any]) -> list[dict[str, Any]]:
     """Tool calls of a JSON-form record (or its ``items``) exactly as aioc 0.2.8 extracts them.
 
     ``turn`` is the 1-based ordinal of the call over all ``tool_call_item`` entries (input history
@@ -54,10 +54,10 @@ def extract_tool_calls(record_or_items: dict | list) -> list[dict]:
     return locate_tool_calls(items)[0]
 
 
-def locate_tool_calls(items: list) -> tuple[list[dict], list[list[int | None]]]:
+def locate_tool_calls(items: list[Any]) -> tuple[list[dict[str, Any]], list[list[int | None]]]:
     """:func:`extract_tool_calls` plus, per call, ``[call item index, output item index]``
     (``None`` for an orphan's missing call or a dangling call's missing output)."""
-    ordered: list[dict] = []
+    ordered: list[dict[str, Any]] = []
     positions: list[list[int | None]] = []
     by_id: dict[Any, int] = {}
     counter = 0
@@ -86,6 +86,6 @@ def locate_tool_calls(items: list) -> tuple[list[dict], list[list[int | None]]]:
     return ordered, positions
 
 
-def output_canonical(call: dict) -> str:
+def output_canonical(call: dict[str, Any]) -> str:
     """Canonical JSON of a call's output, with aioc's ``"[undefined]"`` for a missing one."""
     return canonical_json(call["output"] if "output" in call else UNDEFINED)
