@@ -16,6 +16,7 @@ of the change rate, none for 0 pairs).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from recstore.compare.connection import CompareConnection
 from recstore.compare.stats import mcnemar_exact, wilson_interval
@@ -99,13 +100,13 @@ def classify(con: CompareConnection, rule: ClassificationRule = DEFAULT_RULE) ->
     )
 
 
-def _rows(con: CompareConnection, sql: str) -> list[dict]:
+def _rows(con: CompareConnection, sql: str) -> list[dict[str, Any]]:
     cursor = con.execute(sql)
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
-def _tool_drift(con: CompareConnection) -> list[dict]:
+def _tool_drift(con: CompareConnection) -> list[dict[str, Any]]:
     """Per tool: calls on each side over all pairs; added, removed and changed-argument calls
     from the pairs whose call sequences differ (the others contribute no drift)."""
     return _rows(
@@ -143,7 +144,7 @@ def _tool_drift(con: CompareConnection) -> list[dict]:
     )
 
 
-def _divergence(con: CompareConnection, limit: int) -> dict:
+def _divergence(con: CompareConnection, limit: int) -> dict[str, Any]:
     by_index = _rows(
         con,
         "SELECT first_divergence_index AS index, count(*) AS pairs FROM _cmp_classified "
@@ -160,7 +161,7 @@ def _divergence(con: CompareConnection, limit: int) -> dict:
     return {"pairs": diverged, "byIndex": by_index, "byTools": by_tool}
 
 
-def _policy_changes(con: CompareConnection, limit: int) -> list[dict]:
+def _policy_changes(con: CompareConnection, limit: int) -> list[dict[str, Any]]:
     """Differing policy positions whose decision or reason changed (or that one side lacks), by
     resource and outcome."""
     return _rows(
@@ -184,7 +185,7 @@ def _policy_changes(con: CompareConnection, limit: int) -> list[dict]:
     )
 
 
-def aggregate(con: CompareConnection, *, limit: int = 50) -> dict:
+def aggregate(con: CompareConnection, *, limit: int = 50) -> dict[str, Any]:
     """The aggregate report of ``_cmp_classified`` (JSON-ready dict)."""
     flag_sql = ", ".join(f"count(*) FILTER (WHERE {col}) AS {col}" for col, _ in _FLAGS)
     totals = _rows(

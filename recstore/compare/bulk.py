@@ -71,7 +71,7 @@ PAIR_COLUMNS = [
 _STORED_RESULTS = ", ".join([*RESULT_COLUMNS, "classification"])
 
 
-def aioc_result(row: dict) -> dict:
+def aioc_result(row: dict[str, Any]) -> dict[str, Any]:
     """A per-pair row in ``compare_records``' shape: ``{equal, summary, metrics}``."""
     return {
         "equal": row["equal"],
@@ -107,8 +107,8 @@ class Comparison:
     rule: ClassificationRule
     snapshot_seq: int
     pair_count: int
-    unpaired: list[dict] = field(default_factory=list)
-    aggregate: dict = field(default_factory=dict)
+    unpaired: list[dict[str, Any]] = field(default_factory=list)
+    aggregate: dict[str, Any] = field(default_factory=dict)
     selected: dict[str, int] = field(default_factory=dict)  # runs selected per side
     # The per-pair rows: given, or (a recorded comparison) read from the store on first use.
     rows: pa.Table | None = field(default=None, repr=False)
@@ -127,7 +127,7 @@ class Comparison:
     @property
     def failed(self) -> bool:
         """True when any pair classified as ``fail`` (the CI gate: exit status 1)."""
-        return self.aggregate.get("classification", {}).get("fail", 0) > 0
+        return bool(self.aggregate.get("classification", {}).get("fail", 0) > 0)
 
     def unpaired_counts(self) -> dict[str, int]:
         """Runs compared in no pair, per side, and the duplicate runs (``--duplicates``)."""
@@ -136,7 +136,7 @@ class Comparison:
             counts[row["side"] if row["reason"] in _UNPAIRED_REASONS else "duplicates"] += 1
         return counts
 
-    def coverage(self) -> dict:
+    def coverage(self) -> dict[str, Any]:
         """Per side: runs selected, runs left unpaired and their share (0.0 when none)."""
         counts = self.unpaired_counts()
         return {
@@ -166,11 +166,12 @@ class Comparison:
             f"--max-unpaired {max_unpaired:g} allows; they were not compared (see the report's "
             "unpaired list)")
 
-    def pair_rows(self) -> list[dict]:
+    def pair_rows(self) -> list[dict[str, Any]]:
         """Per-pair rows as dicts (``PAIR_COLUMNS``)."""
-        return self.pairs.to_pylist()
+        rows: list[dict[str, Any]] = self.pairs.to_pylist()
+        return rows
 
-    def options(self) -> dict:
+    def options(self) -> dict[str, Any]:
         """What was compared and how (recorded with the comparison)."""
         return {
             "baselineFilter": self.baseline_filter,
@@ -183,7 +184,7 @@ class Comparison:
             "snapshotSeq": self.snapshot_seq,
         }
 
-    def to_dict(self, *, include_pairs: bool = True) -> dict:
+    def to_dict(self, *, include_pairs: bool = True) -> dict[str, Any]:
         """JSON-ready summary (``--json``)."""
         out = {
             "comparisonId": self.comparison_id,
@@ -255,6 +256,7 @@ def _explicit_pairs(con: CompareConnection, pairs: Sequence[tuple[RunSide, RunSi
 def _record(con: CompareConnection, comparison: Comparison) -> int:
     """Store the comparison, its pairs and unpaired runs; returns the comparison id."""
     ((comparison_id,),) = con.execute("SELECT nextval('cmp_comparison_seq')").fetchall()
+    assert isinstance(comparison_id, int)
     unpaired_counts = comparison.unpaired_counts()
     con.execute(
         "INSERT INTO cmp_comparisons VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -345,6 +347,7 @@ def bulk_compare(
         # of CPU with one thread against 1.01 s with two, and less wall time too).
         con.execute("SET threads = 1")
         if selections is None:
+            assert pairs is not None
             _explicit_pairs(con, pairs)
         else:
             pair_selected(con, selections, pair_by, duplicates, allow_empty)
@@ -450,7 +453,7 @@ def stored_pairs(store: Store, comparison_id: int) -> pa.Table:
         ).to_arrow_table()
 
 
-def _unpaired(con: CompareConnection) -> list[dict]:
+def _unpaired(con: CompareConnection) -> list[dict[str, Any]]:
     cursor = con.execute("SELECT side, run_key, pair_key, reason FROM _cmp_unpaired_runs")
     return [
         dict(zip(("side", "runKey", "pairKey", "reason"), row, strict=True))
@@ -481,14 +484,14 @@ def _require_pairs(con: CompareConnection, pair_by: str, selections: Sequence[An
 
 
 def compare_pair(
-    left: dict,
-    right: dict,
+    left: dict[str, Any],
+    right: dict[str, Any],
     *,
     ignore: Iterable[str] = (),
     preset: str | None = None,
     include_sections: Iterable[str] | None = None,
     exclude_sections: Iterable[str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """``compare_records`` with ignore options: the pairwise meaning of every bulk option."""
     spec: IgnoreSpec = parse_ignore(ignore, preset)
     return compare_records(
@@ -508,7 +511,7 @@ def compare_stored(
     preset: str | None = None,
     include_sections: Iterable[str] | None = None,
     exclude_sections: Iterable[str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The full aioc comparison (differences list included) of two stored runs."""
     return compare_pair(
         store.get_record(run_a),

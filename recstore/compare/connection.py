@@ -29,9 +29,14 @@ __all__ = ["CONTRACT_TABLES", "CompareConnection", "CompareCursor", "CompareRela
 class CompareCursor(Protocol):
     """The rows of one statement (DuckDB's connection after ``execute``, a ``SparkCursor``)."""
 
+    @property
+    def description(self) -> Any: ...
+
     def fetchall(self) -> list[Any]: ...
 
     def fetchone(self) -> Any: ...
+
+    def fetchmany(self, size: int, /) -> list[Any]: ...
 
 
 @runtime_checkable

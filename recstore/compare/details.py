@@ -67,15 +67,15 @@ class PairBrowser:
     """Rows (``ROW_FIELDS`` lists, in report order), the names their indexes point to, slice
     counts and drill-downs by pair index: the data behind the report's pair table."""
 
-    rows: list[list] = field(default_factory=list)
+    rows: list[list[Any]] = field(default_factory=list)
     signals: list[str] = field(default_factory=list)
-    dimensions: list[dict] = field(default_factory=list)  # {name, values: [...]}
+    dimensions: list[dict[str, Any]] = field(default_factory=list)  # {name, values: [...]}
     tools: list[str] = field(default_factory=list)
-    slices: list[dict] = field(default_factory=list)
-    details: dict[int, dict] = field(default_factory=dict)
+    slices: list[dict[str, Any]] = field(default_factory=list)
+    details: dict[int, dict[str, Any]] = field(default_factory=dict)
     detail_limit: int = DETAIL_LIMIT
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "fields": ROW_FIELDS,
             "rows": self.rows,
@@ -88,7 +88,7 @@ class PairBrowser:
         }
 
 
-def _rank(row: dict) -> int:
+def _rank(row: dict[str, Any]) -> int:
     if row["status_b"] == "failed" and row["status_a"] != "failed":
         return 0
     if row["classification"] == "fail":
@@ -112,7 +112,7 @@ def _signal_masks(pairs: pa.Table) -> list[int]:
         con.close()
 
 
-def _run_facts(con: CompareConnection, pairs: pa.Table) -> tuple[dict[int, tuple], dict[int, list[str]]]:
+def _run_facts(con: CompareConnection, pairs: pa.Table) -> tuple[dict[int, tuple[Any, ...]], dict[int, list[str]]]:
     """Per pair: (baseline agent, baseline metadata) and the tool names either run called; in
     pair order, which orders the slice dimensions (by the first pair that has each)."""
     con.register("_rep_pairs", pairs.select(["pair_index", "baseline_run_key", "candidate_run_key"]))
@@ -141,7 +141,7 @@ def _run_facts(con: CompareConnection, pairs: pa.Table) -> tuple[dict[int, tuple
     return facts, tools
 
 
-def _dimensions(facts: dict[int, tuple], skip_key: str | None) -> dict[str, dict[int, str]]:
+def _dimensions(facts: dict[int, tuple[Any, ...]], skip_key: str | None) -> dict[str, dict[int, str]]:
     """Slice dimensions: ``agent`` and every scalar top-level metadata key with 2 to
     ``_MAX_SLICE_VALUES`` distinct values (the pairing key itself is an id, left out)."""
     dims: dict[str, dict[int, str]] = {"agent": {}}
@@ -163,11 +163,11 @@ def _dimensions(facts: dict[int, tuple], skip_key: str | None) -> dict[str, dict
     }
 
 
-def _slice_rows(dims: dict[str, dict[int, str]], rows: list[dict]) -> list[dict]:
+def _slice_rows(dims: dict[str, dict[int, str]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The headline numbers per slice value, most pairs first."""
     out = []
     for name, by_pair in dims.items():
-        counts: dict[str, Counter] = {}
+        counts: dict[str, Counter[Any]] = {}
         for row in rows:
             value = by_pair.get(row["pair_index"])
             if value is None:
@@ -204,7 +204,9 @@ def browse_pairs(store: Store | ParquetLayout, comparison: Comparison, *,
         facts, tools = _run_facts(con, pairs)
         revisions = {(r[side + "_run_key"], r[side + "_revision"])
                      for r in chosen for side in ("baseline", "candidate")}
-        records = {(k, r): rec for k, r, rec in stored_revisions(con, sorted(revisions))}
+        # a ParquetLayout's reader answers the same queries as a store's
+        records = {(k, r): rec for k, r, rec in stored_revisions(
+            con, sorted(revisions))}  # type: ignore[arg-type]
     dims = _dimensions(facts, comparison.pair_by)
     browser.slices = _slice_rows(dims, rows)
     value_index: dict[str, dict[str, int]] = {}
@@ -221,7 +223,7 @@ def browse_pairs(store: Store | ParquetLayout, comparison: Comparison, *,
             i, row["pair_key"], row["baseline_run_key"], row["candidate_run_key"],
             row["classification"], row["rank"], row["status_a"], row["status_b"],
             row["difference_count"], row["mask"],
-            [value_index[name].get(by_pair.get(i), -1) for name, by_pair in dims.items()],
+            [_value_number(value_index[name], by_pair.get(i)) for name, by_pair in dims.items()],
             [tool_index[t] for t in tools.get(i, [])],
         ])
     for row in chosen:
@@ -232,7 +234,12 @@ def browse_pairs(store: Store | ParquetLayout, comparison: Comparison, *,
     return browser
 
 
-def _error(record: dict) -> str | None:
+def _value_number(numbers: dict[str, int], value: str | None) -> int:
+    """The index of a pair's dimension value, -1 when the pair has none."""
+    return -1 if value is None else numbers.get(value, -1)
+
+
+def _error(record: dict[str, Any]) -> str | None:
     name, message = record.get("errorName"), record.get("errorMessage")
     if name is None and message is None:
         return None
@@ -244,21 +251,21 @@ def _text(value: Any, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _call_side(call: dict | None) -> dict | None:
+def _call_side(call: dict[str, Any] | None) -> dict[str, Any] | None:
     if call is None:
         return None
     return {"turn": call.get("turn"), "name": call.get("name"),
             "args": _text(call.get("arguments"), _MAX_ARGS)}
 
 
-def _aligned_calls(left: dict, right: dict) -> list[dict]:
+def _aligned_calls(left: dict[str, Any], right: dict[str, Any]) -> list[dict[str, Any]]:
     calls_a, calls_b = extract_tool_calls(left), extract_tool_calls(right)
     steps = []
     for step in align_calls(calls_a, calls_b)[:_MAX_STEPS]:
         a = calls_a[step.a] if step.a is not None else None
         b = calls_b[step.b] if step.b is not None else None
         out: dict[str, Any] = {"op": step.op, "a": _call_side(a), "b": _call_side(b)}
-        if step.op == "changed":
+        if step.op == "changed" and a is not None and b is not None:
             out["diff"] = value_diff(a["arguments"], b["arguments"], limit=20)
         if a is not None and b is not None and output_canonical(a) != output_canonical(b):
             out["output"] = value_diff(a.get("output"), b.get("output"), limit=10)
@@ -269,7 +276,8 @@ def _aligned_calls(left: dict, right: dict) -> list[dict]:
 def _policy_line(entry: Any) -> str:
     if not isinstance(entry, dict):
         return canonical_json(entry)
-    resource = entry.get("resource") if isinstance(entry.get("resource"), dict) else {}
+    raw = entry.get("resource")
+    resource: dict[str, Any] = raw if isinstance(raw, dict) else {}
     what = " ".join(str(v) for v in (resource.get("kind"), resource.get("name")) if v is not None)
     reason = f" ({entry['reason']})" if entry.get("reason") is not None else ""
     return f"{what or '?'}: {entry.get('decision')}{reason}"
@@ -282,7 +290,7 @@ def _guardrail_line(entry: Any) -> str:
     return f"{entry.get('guardrailName')}: {entry.get('decision')}{reason}"
 
 
-def _decision_changes(left: dict, right: dict) -> list[dict]:
+def _decision_changes(left: dict[str, Any], right: dict[str, Any]) -> list[dict[str, Any]]:
     """Policy and guardrail entries that differ, by position (as aioc compares them)."""
     out = []
     for section, key, line in (("policy", "policyDecisions", _policy_line),
@@ -302,7 +310,7 @@ def _decision_changes(left: dict, right: dict) -> list[dict]:
     return out
 
 
-def pair_detail(left: dict, right: dict) -> dict:
+def pair_detail(left: dict[str, Any], right: dict[str, Any]) -> dict[str, Any]:
     """What a person needs to see of one pair: statuses and errors, the responses as a word
     diff, the aligned tool calls and the decision changes (JSON-ready)."""
     response_a, response_b = left.get("response"), right.get("response")

@@ -74,12 +74,12 @@ class RecordFeatures:
     """The features of one record, in the column order of the ``cmp_pinned_*`` tables."""
 
     run: dict[str, Any]
-    calls: list[tuple] = field(default_factory=list)  # (call_index, name, args_hash, ...)
+    calls: list[tuple[Any, ...]] = field(default_factory=list)  # (call_index, name, args_hash, ...)
     # (section, entry_index, entry_key, is_object, decision, reason, resource_kind, ..._name)
-    entries: list[tuple] = field(default_factory=list)
+    entries: list[tuple[Any, ...]] = field(default_factory=list)
 
 
-def record_features(record: dict) -> RecordFeatures:
+def record_features(record: dict[str, Any]) -> RecordFeatures:
     """Reduce one JSON-form RunRecord to the features its projections would hold (pure)."""
     calls = extract_tool_calls(record)
     policy = record.get("policyDecisions") or []
@@ -108,7 +108,7 @@ def record_features(record: dict) -> RecordFeatures:
     )
 
 
-def record_fields(record: dict) -> list[tuple]:
+def record_fields(record: dict[str, Any]) -> list[tuple[Any, ...]]:
     """``(section, entry_index, field, value_key)`` of every top-level field of the policy and
     guardrail entries and of the metadata: only ``--ignore`` of a field needs them."""
     objects = [(section, index, entry) for section, key in _ENTRY_ARRAYS
@@ -130,7 +130,9 @@ def store_pinned(
     """Cache the features of pinned revisions ``(run_key, revision, features)``; returns their
     feature ids."""
     ids = _new_ids(con, len(revisions))
-    runs, calls, entries = [], [], []
+    runs: list[tuple[Any, ...]] = []
+    calls: list[tuple[Any, ...]] = []
+    entries: list[tuple[Any, ...]] = []
     for fid, (run_key, revision, feat) in zip(ids, revisions, strict=True):
         runs.append((fid, run_key, revision, *feat.run.values()))
         calls.extend((fid, *row) for row in feat.calls)
@@ -155,7 +157,7 @@ def store_pinned(
     return ids
 
 
-def store_fields(con: duckdb.DuckDBPyConnection, records: list[tuple[int, dict]]) -> None:
+def store_fields(con: duckdb.DuckDBPyConnection, records: list[tuple[int, dict[str, Any]]]) -> None:
     """Add the field rows of ``(feature_id, record)`` revisions and list them as having them."""
     insert_columns(
         con,
@@ -170,7 +172,7 @@ def stored_revisions(
     con: duckdb.DuckDBPyConnection,
     revisions: list[tuple[str, int]],
     skip: tuple[str, ...] = UNCOMPARED,
-) -> Iterator[tuple[str, int, dict]]:
+) -> Iterator[tuple[str, int, dict[str, Any]]]:
     """``(run_key, revision, record)`` of stored revisions, read in one query. aioc records come
     back without the arrays of the ``skip`` event types (empty; by default what no comparison
     reads: prompt snapshots, request fingerprints, suspended proposals)."""

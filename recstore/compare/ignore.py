@@ -31,6 +31,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from recstore.errors import InputError
 from recstore.formats.aioc import GuardrailDecision, PolicyDecision
@@ -168,7 +169,7 @@ def _without(value: object, keys: frozenset[str]) -> object:
     return value
 
 
-def strip_record(record: dict, spec: IgnoreSpec) -> dict:
+def strip_record(record: dict[str, Any], spec: IgnoreSpec) -> dict[str, Any]:
     """A shallow copy of ``record`` with the ignored fields removed.
 
     ``compare_records(strip_record(a, s), strip_record(b, s), exclude_sections=s.sections)`` is

@@ -7,7 +7,7 @@ aggregate tables and a chart of tool-call drift. The page is the Jinja2 template
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from recstore.canonical import canonical_json
 from recstore.compare.details import DETAIL_LIMIT, ORDER_LABELS, PairBrowser, browse_pairs
@@ -104,12 +104,12 @@ def render_text(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-def _drift_chart(tools: list[dict]) -> dict:
+def _drift_chart(tools: list[dict[str, Any]]) -> dict[str, Any]:
     """Geometry of the drift chart: horizontal stacked bars per tool (added, removed, changed
     arguments), the template draws them."""
     shown = [t for t in tools if t["added"] + t["removed"] + t["changed_args"]][:_CHART_TOOLS]
     label_w, bar_w, row_h = 180, 520, 22
-    chart = {"label_w": label_w, "width": label_w + bar_w + 80,
+    chart: dict[str, Any] = {"label_w": label_w, "width": label_w + bar_w + 80,
              "height": row_h * len(shown) + 40, "bars": [], "legend": []}
     if not shown:
         return chart

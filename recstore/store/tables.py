@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import duckdb
 import pyarrow as pa
@@ -217,8 +217,16 @@ def insert_rows(
     )
 
 
+class Registrar(Protocol):
+    """A connection that can read an Arrow table under a name (DuckDB's, a SparkConnection)."""
+
+    def register(self, name: str, rows: Any, /) -> Any: ...
+
+    def unregister(self, name: str, /) -> Any: ...
+
+
 @contextmanager
-def registered(con: duckdb.DuckDBPyConnection, name: str, rows: pa.Table) -> Iterator[None]:
+def registered(con: Registrar, name: str, rows: pa.Table) -> Iterator[None]:
     """``rows`` readable as the relation ``name`` on ``con`` while the context is open."""
     con.register(name, rows)
     try:
