@@ -20,18 +20,32 @@ from .conftest import AIOC_FIXTURES
 from .hostile_cases import hostile_files
 from .query_support import run_cli
 
-REPLAYERS = [p for p in hostile_files("replayers") if p.suffix != ".md"]
 REPLAYER = Path(__file__).parent / "replayers" / "replayer.py"
 
 
-def _expected(path: Path) -> str:
-    return re.search(r"^# expect: (.+)$", path.read_text(), re.MULTILINE).group(1)
+def _marked(marker: str) -> list[Path]:
+    """The hostile replayers whose ``# MARKER: TEXT`` line says what their outcome must be."""
+    return [p for p in hostile_files("replayers")
+            if p.suffix != ".md" and re.search(rf"^# {marker}: ", p.read_text(), re.MULTILINE)]
+
+
+def _mark(path: Path, marker: str) -> str:
+    return re.search(rf"^# {marker}: (.+)$", path.read_text(), re.MULTILINE).group(1)
+
+
+FAILING = _marked("expect")  # a stored failed replay whose error names the TEXT
+OWN_RUN = _marked("own-run")  # a replay claiming the stored run TEXT's id: a run of its own
+
+
+def test_every_hostile_replayer_says_what_it_must_end_as():
+    cases = [p for p in hostile_files("replayers") if p.suffix != ".md"]
+    assert sorted(FAILING + OWN_RUN) == cases
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     store = Store(tmp_path_factory.mktemp("hostile-replayers") / "s.duckdb")
-    store.ingest([str(AIOC_FIXTURES / "simple-run.json")])
+    store.ingest([str(AIOC_FIXTURES / "simple-run.json"), str(AIOC_FIXTURES / "tool-allow.json")])
     return store
 
 
@@ -41,7 +55,7 @@ def _source_state(store: Store) -> tuple:
                            "WHERE run_key = 'aioc:simple-run'").fetchone()
 
 
-@pytest.mark.parametrize("replayer", REPLAYERS, ids=lambda p: p.name)
+@pytest.mark.parametrize("replayer", FAILING, ids=lambda p: p.name)
 def test_a_misbehaving_replayer_is_a_stored_failed_replay(store, replayer):
     source = _source_state(store)
     done = run_cli("replay", "simple-run", "--command", str(replayer), "--command-timeout", "5",
@@ -52,9 +66,44 @@ def test_a_misbehaving_replayer_is_a_stored_failed_replay(store, replayer):
     assert report["status"] == "error" and report["replayRunKey"] != "aioc:simple-run"
     stored = store.get_record(report["replayRunKey"])
     assert stored["status"] == "failed"
-    assert _expected(replayer) in stored["errorMessage"], stored["errorMessage"]
+    assert _mark(replayer, "expect") in stored["errorMessage"], stored["errorMessage"]
     assert stored["metadata"]["replayOfRunId"] == "simple-run"
     assert _source_state(store) == source == (1, source[1], None)
+
+
+def _stored_runs(db: Path) -> list:
+    done = run_cli("query", "SELECT run_key, revision, record_hash FROM runs "
+                   "WHERE replay_of_run_id IS NULL ORDER BY run_key", "--format", "json", db=db)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("replayer", OWN_RUN, ids=lambda p: p.name)
+def test_a_replay_claiming_a_stored_runs_id_is_a_run_of_its_own(store, replayer):
+    claimed = _mark(replayer, "own-run")
+    before = _stored_runs(store.path)
+    keys = set()
+    for _ in range(2):  # and again: the same replay, recognised as such
+        done = run_cli("replay", "simple-run", "--command", str(replayer), "--json", db=store.path)
+        assert done.returncode in (0, 1) and done.stderr == "", done.stderr
+        report = json.loads(done.stdout)
+        assert report["status"] != "error", report
+        key = report["replayRunKey"]
+        assert key not in ("aioc:simple-run", "aioc:tool-allow")
+        assert key == f"aioc:{report['replayRunId']}"
+        keys.add(key)
+    assert len(keys) == 1
+    assert _stored_runs(store.path) == before  # no stored run got a revision
+    done = run_cli("query", "SELECT r.source_run_key, r.replay_revision, "
+                   "l.detail->>'$.claimedRunId' AS claimed, "
+                   "json_extract_string(e.payload, '$.fields.metadata.replayClaimedRunId') AS kept "
+                   "FROM replays r JOIN lineage l ON l.child_run_key = r.replay_run_key "
+                   "AND l.relation = 'replay_of' JOIN events e ON e.stream_key = r.replay_run_key "
+                   "AND e.type = 'run_started' WHERE r.replay_run_key = ?".replace("?", f"'{key}'"),
+                   "--format", "json", db=store.path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [{"source_run_key": "aioc:simple-run", "replay_revision": 1,
+                                        "claimed": claimed, "kept": claimed}]
 
 
 def test_a_deterministic_replayer_run_twice_reports_the_same_replay(store):

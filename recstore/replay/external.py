@@ -12,9 +12,11 @@ Every way the command can end is kept as a stored replay with a status, never lo
 * non-zero exit → a ``failed`` replay record whose error carries the stderr tail;
 * timeout → a ``failed`` replay record, ``timed out after Ns`` (the command's whole process
   group is killed);
-* garbage on stdout (not UTF-8, not a replay, the source's own ``runId``) or a command that
-  cannot run (not found, not executable, no ``#!`` line) → a ``failed`` replay record naming
-  what was wrong.
+* garbage on stdout (not UTF-8, not a replay) or a command that cannot run (not found, not
+  executable, no ``#!`` line) → a ``failed`` replay record naming what was wrong.
+
+A replay whose ``runId`` names a stored run (its source, or any other) is stored under a fresh
+id, never as a revision of that run (:mod:`recstore.replay.lineage`).
 
 Example:
     >>> request = build_request(source, mode="strict", matching="agentuse")   # doctest: +SKIP
@@ -288,8 +290,7 @@ def replay_external(
     """Run the replayer on ``request`` and turn whatever happens into a stored-replay outcome.
 
     The command runs in its own process group, killed as a whole at the timeout (see
-    :mod:`recstore.process`). A replay that keeps the source's ``runId`` is refused: stored,
-    it would become a new revision of the source run itself."""
+    :mod:`recstore.process`)."""
     argv = split_command(command)
     limit = timeout if timeout is not None else float(request.get("timeoutSeconds") or 300)
     started = _iso_now()
@@ -301,7 +302,7 @@ def replay_external(
         done = run_command(argv, dumps(request, indent=None, ascii_only=True).encode("ascii"),
                            limit, role="replayer", cwd=cwd)  # ASCII: a pipe of unknown encoding
         exit_code, stderr = done.returncode, done.stderr.decode("utf-8", "replace")
-        record, failure = _replay_of(done, source, argv[0], limit)
+        record, failure = _replay_of(done, argv[0], limit)
     except (CommandError, InputError) as exc:
         failure = str(exc)
     seconds = time.monotonic() - t0
@@ -320,7 +321,7 @@ def replay_external(
     return ExternalOutcome(record, report, exit_code, _tail(stderr), seconds, provider)
 
 
-def _replay_of(done: Finished, source: dict, name: str, limit: float
+def _replay_of(done: Finished, name: str, limit: float
                ) -> tuple[dict | None, str | None]:
     """(the replay record, None) from a finished replayer, or (None, why there is none)."""
     if done.timed_out:
@@ -330,9 +331,6 @@ def _replay_of(done: Finished, source: dict, name: str, limit: float
         return None, f"replayer exited with status {done.returncode}: {tail}"
     record, _session = parse_replayer_output(
         utf8_output(done.stdout, f"replayer {name!r} output"), name)
-    if record.get("runId") == source.get("runId"):
-        return None, (f"replayer {name!r} output has the source's own runId "
-                      f"{source.get('runId')!r}; a replay needs a runId of its own")
     return record, None
 
 
@@ -427,8 +425,6 @@ def replay_stored_external(
     from recstore.replay.agentuse_match import source_recordings
     from recstore.replay.batch import ReplayResult
     from recstore.replay.lineage import load_sources, store_replays
-    from recstore.store import run_key_for
-
     argv = split_command(command)
     results = []
     for source in load_sources(store, list(run_keys)):
@@ -449,11 +445,9 @@ def replay_stored_external(
         )
         outcome = replay_external(source.record, argv, request, timeout=timeout)
         key = None
-        if save:
-            store_replays(store, [(source, outcome.record, outcome.report, outcome.provider)])
-            # the replay's own key, also when an identical replay was stored before (a
-            # deterministic replayer run twice appends nothing the second time)
-            key = run_key_for("aioc", outcome.record["runId"])
+        if save:  # the replay's own key, also when the same replay was stored before
+            (key,) = store_replays(store, [(source, outcome.record, outcome.report,
+                                             outcome.provider)])
         results.append(ReplayResult(source.run_key, key, outcome.report))
         progress.update(len(results), len(run_keys))
     return results
