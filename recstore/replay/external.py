@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -41,7 +42,13 @@ from recstore.errors import InputError
 from recstore.formats.agentuse import assemble_run, scan_tree, to_run_record
 from recstore.formats.aioc import validate_run_record
 from recstore.jsonout import dumps
-from recstore.process import CommandError, Finished, run_command, utf8_output
+from recstore.process import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    CommandError,
+    Finished,
+    run_command,
+    utf8_output,
+)
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.records import compare_records
 from recstore.replay.agentuse_match import (
@@ -244,6 +251,11 @@ def parse_replayer_output(stdout: str, name: str) -> tuple[dict, str | None]:
         raise InputError(
             f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", source=where
         ) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply to read", source=where) from None
+    except ValueError:  # the stdlib's cap on integer digits
+        raise InputError(f"a number with more than {sys.get_int_max_str_digits()} digits",
+                         source=where) from None
     if isinstance(value, dict) and isinstance(value.get("agentuseSession"), str):
         path = value["agentuseSession"]
         return _session_record(path, where), path
@@ -271,6 +283,10 @@ def _session_record(path: str, where: str) -> dict:
     return to_run_record(assemble_run(scan.trees[0].files))[0]
 
 
+def _size(n: int) -> str:
+    return f"{n // 2**20} MiB" if n % 2**20 == 0 else f"{n:,} bytes"
+
+
 def _short(text: str, width: int = 120) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -286,11 +302,12 @@ def replay_external(
     *,
     timeout: float | None = None,
     cwd: str | None = None,
+    max_output: int = DEFAULT_MAX_OUTPUT_BYTES,
 ) -> ExternalOutcome:
     """Run the replayer on ``request`` and turn whatever happens into a stored-replay outcome.
 
-    The command runs in its own process group, killed as a whole at the timeout (see
-    :mod:`recstore.process`)."""
+    The command and everything it starts are killed at the timeout, when its stdout passes
+    ``max_output`` bytes, and when it ends (see :mod:`recstore.process`)."""
     argv = split_command(command)
     limit = timeout if timeout is not None else float(request.get("timeoutSeconds") or 300)
     started = _iso_now()
@@ -300,9 +317,10 @@ def replay_external(
     record: dict | None = None
     try:
         done = run_command(argv, dumps(request, indent=None, ascii_only=True).encode("ascii"),
-                           limit, role="replayer", cwd=cwd)  # ASCII: a pipe of unknown encoding
+                           limit, role="replayer", cwd=cwd,  # ASCII: a pipe of unknown encoding
+                           max_output=max_output)
         exit_code, stderr = done.returncode, done.stderr.decode("utf-8", "replace")
-        record, failure = _replay_of(done, argv[0], limit)
+        record, failure = _replay_of(done, argv[0], limit, max_output)
     except (CommandError, InputError) as exc:
         failure = str(exc)
     seconds = time.monotonic() - t0
@@ -321,9 +339,12 @@ def replay_external(
     return ExternalOutcome(record, report, exit_code, _tail(stderr), seconds, provider)
 
 
-def _replay_of(done: Finished, name: str, limit: float
+def _replay_of(done: Finished, name: str, limit: float, max_output: int
                ) -> tuple[dict | None, str | None]:
     """(the replay record, None) from a finished replayer, or (None, why there is none)."""
+    if done.output_exceeded:
+        return None, (f"replayer output exceeded {_size(max_output)} "
+                      "(the largest record recstore reads); the replayer was stopped")
     if done.timed_out:
         return None, f"replayer timed out after {limit:g}s"
     if done.returncode != 0:
