@@ -20,10 +20,9 @@ the command's output as soon as the last process writing it is gone.
 
 from __future__ import annotations
 
+import _signal as signal  # the C module: `signal` imports enum, a third of the start-up
 import ctypes
 import os
-import signal
-import subprocess
 import sys
 
 PR_SET_PDEATHSIG = 1
@@ -84,6 +83,33 @@ def _kill_descendants() -> None:
             continue
 
 
+def _spawn(command: list[str], status_fd: int) -> tuple[int | None, int]:
+    """Start ``command`` on this process's stdin/stdout/stderr: (its pid, 0), or (None, errno)
+    when it cannot be executed. (fork and exec, not ``subprocess``: its import is most of this
+    script's start-up time.)"""
+    report_read, report_write = os.pipe()  # close-on-exec: end of file once the exec succeeded
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(report_read)
+            os.close(status_fd)
+            for ignored in (signal.SIGPIPE, signal.SIGXFSZ):  # as Python found them
+                signal.signal(ignored, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.execvp(command[0], command)
+        except OSError as exc:
+            os.write(report_write, str(exc.errno or 0).encode("ascii"))
+        finally:
+            os._exit(127)
+    os.close(report_write)
+    report = os.read(report_read, 32)
+    os.close(report_read)
+    if not report:
+        return pid, 0
+    os.waitpid(pid, 0)
+    return None, int(report)
+
+
 def _status(code: int) -> str:
     return f"signal {os.WTERMSIG(code)}" if os.WIFSIGNALED(code) else f"exit {os.WEXITSTATUS(code)}"
 
@@ -106,15 +132,14 @@ def main(argv: list[str]) -> int:
         _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         if os.getppid() != parent:  # recstore died before the death signal was armed
             raise _Stop
-        try:
-            child = subprocess.Popen(command, close_fds=True)
-        except OSError as exc:
-            status = f"error {exc.errno or 0}"
+        child, error = _spawn(command, status_fd)
+        if child is None:
+            status = f"error {error}"
         else:
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):  # the command's pipes: only its own processes hold them now
                 os.dup2(null, fd)
-            status = _wait_for(child.pid)
+            status = _wait_for(child)
     except _Stop:
         pass
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # nothing may interrupt the clean-up
