@@ -103,7 +103,7 @@ def run_command(argv: Sequence[str], stdin: bytes, timeout: float | None, *,
         if timed_out or output.exceeded:
             _stop(proc)
             output.collect(time.monotonic() + _DRAIN_SECONDS)
-        returncode = _returncode(proc, output.status, name)
+        returncode = _returncode(proc, output.status, name, timed_out or output.exceeded)
         return Finished(returncode, b"".join(output.stdout), bytes(output.stderr[-STDERR_TAIL_BYTES:]),
                         timed_out and returncode is None, output.exceeded)
     finally:
@@ -203,9 +203,11 @@ class _Collected:
         return True
 
 
-def _returncode(proc: subprocess.Popen, status: bytes, name: str) -> int | None:
+def _returncode(proc: subprocess.Popen, status: bytes, name: str, stopped: bool) -> int | None:
     """The command's exit status from the reaper's status line (None: it was stopped)."""
     if not _USE_REAPER:
+        if stopped:  # killed with its group: it was still running, as far as can be told
+            return None
         try:
             return proc.wait(timeout=_DRAIN_SECONDS)
         except subprocess.TimeoutExpired:

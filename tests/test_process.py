@@ -190,3 +190,32 @@ def test_sigkill_of_an_ingest_takes_its_workers_with_it(tmp_path):
         proc.kill()
         _kill_all(family)
     assert not left, "ingest workers outlived the ingest"
+
+
+@pytest.mark.parametrize("reaper", [True, False], ids=["reaper", "process-group"])
+def test_run_command_says_how_a_command_ended(monkeypatch, tmp_path, reaper):
+    """The runner itself, with its reaper and with the fallback used where there is none."""
+    from recstore import process
+
+    monkeypatch.setattr(process, "_USE_REAPER", reaper)
+    sh = ["/bin/sh", "-c"]
+    done = process.run_command([*sh, "cat; echo err >&2; exit 3"], b"in" * 100_000, 30)
+    assert (done.returncode, done.stdout, done.stderr, done.timed_out) == (
+        3, b"in" * 100_000, b"err\n", False)
+    done = process.run_command([*sh, "sleep 100000"], b"", 0.5)
+    assert (done.returncode, done.timed_out, done.output_exceeded) == (None, True, False)
+    done = process.run_command([*sh, "head -c 5000000 /dev/zero; sleep 100000"], b"", 30,
+                               max_output=1_000_000)
+    assert (done.returncode, done.stdout, done.timed_out, done.output_exceeded) == (
+        None, b"", False, True)
+    done = process.run_command([*sh, "head -c 300000 /dev/zero >&2"], b"", 30)
+    assert done.returncode == 0 and len(done.stderr) == process.STDERR_TAIL_BYTES
+    script = tmp_path / "no-shebang"
+    script.write_text("echo hi\n")
+    for argv, message in ([str(tmp_path / "missing")], "not found"), (
+            [str(script)], "not executable"):
+        with pytest.raises(process.CommandError, match=message):
+            process.run_command(argv, b"", 30, role="test")
+    script.chmod(0o755)
+    with pytest.raises(process.CommandError, match="not a program the system can run"):
+        process.run_command([str(script)], b"", 30, role="test")
