@@ -82,8 +82,82 @@ def json_default(value: Any) -> Any:
 def dumps(value: Any, *, indent: int | None = 2, ascii_only: bool = False) -> str:
     """JSON text of ``value`` for output (see the module docstring); ``indent=None`` gives one
     line. ``ascii_only`` escapes every non-ASCII character too (for pipes of unknown encoding)."""
-    text = json.dumps(value, ensure_ascii=ascii_only, indent=indent, default=json_default)
+    try:
+        text = json.dumps(value, ensure_ascii=ascii_only, indent=indent, default=json_default)
+    except RecursionError:  # nested deeper than the stdlib encoder's stack: a lineage chain
+        text = _dumps_iteratively(value, indent, ascii_only)
     return text if ascii_only else escape_surrogates(text)
+
+
+def _dumps_iteratively(value: Any, indent: int | None, ascii_only: bool) -> str:
+    """The text ``json.dumps`` gives (same separators and indentation), built with a stack of
+    its own instead of the call stack, so any depth can be written."""
+    item_sep, key_sep = (",", ": ") if indent is not None else (", ", ": ")
+    out: list[str] = []
+    on_path: set[int] = set()  # containers being written: a cycle would never end
+
+    def scalar(v: Any) -> str:
+        return json.dumps(v, ensure_ascii=ascii_only)
+
+    # each frame: (iterator over a container's members, is it a dict, its depth, id)
+    stack: list[tuple[Any, bool, int, int]] = []
+
+    def open_container(v: Any, depth: int) -> None:
+        if not v:
+            out.append("{}" if isinstance(v, dict) else "[]")
+            return
+        if id(v) in on_path:
+            raise ValueError("Circular reference detected")
+        on_path.add(id(v))
+        is_dict = isinstance(v, dict)
+        out.append("{" if is_dict else "[")
+        members = iter(v.items()) if is_dict else iter(v)
+        stack.append((members, is_dict, depth + 1, id(v)))
+
+    def write(v: Any, depth: int) -> None:
+        while not isinstance(v, (dict, list, tuple, str, int, float, bool, type(None))):
+            v = json_default(v)
+        if isinstance(v, (dict, list, tuple)):
+            open_container(v, depth)
+        else:
+            out.append(scalar(v))
+
+    def newline(depth: int) -> str:
+        return "" if indent is None else "\n" + " " * (indent * depth)
+
+    write(value, 0)
+    first = True
+    while stack:
+        members, is_dict, depth, ident = stack[-1]
+        member = next(members, _END)
+        if member is _END:
+            stack.pop()
+            on_path.discard(ident)
+            out.append(newline(depth - 1) + ("}" if is_dict else "]"))
+            first = False
+            continue
+        out.append(("" if first else item_sep) + newline(depth))
+        if is_dict:
+            key, member = member
+            out.append(scalar(_key_text(key)) + key_sep)
+        size = len(stack)
+        write(member, depth)
+        first = len(stack) > size  # a container just opened: its first member comes next
+    return "".join(out)
+
+
+_END = object()
+
+
+def _key_text(key: Any) -> str:
+    """A dict key as ``json.dumps`` writes it."""
+    if isinstance(key, str):
+        return key
+    if key is True or key is False or key is None:
+        return json.dumps(key)
+    if isinstance(key, int | float):
+        return json.dumps(key) if isinstance(key, float) else str(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
 def dumps_compact(value: Any) -> str:

@@ -1,9 +1,13 @@
 """Processes recstore starts: user commands (external replayers, judges) and sweep workers.
 
-A user command runs in its own process group (a new session), so a timeout kills everything it
-started — a replayer that runs its agent in a child process, or a shell script's pipeline — and
-whatever it leaves behind is killed when it ends. Its output is read as bytes and decoded
-strictly, so a command printing something that is not UTF-8 is one clear error, not a crash.
+A user command runs under a small reaper process (:mod:`recstore.reaper`) in a session of its
+own. On Linux the reaper is a child subreaper: whatever the command starts — a child in its
+process group, one that called ``setsid`` to leave it, a double-forked daemon — stays its
+descendant, and is killed when the command ends, at the timeout and when recstore itself dies.
+(Elsewhere the command's process group is killed, as a fallback.) Output is read as it comes,
+at most ``max_output`` bytes of stdout (the child is stopped past that) and the last
+:data:`STDERR_TAIL_BYTES` of stderr, as bytes decoded strictly: a command printing something
+that is not UTF-8 is one clear error, not a crash.
 
 Worker processes call :func:`exit_with_parent`: when the process that started them dies (even by
 SIGKILL, which gives it no chance to clean up), they kill the commands they are running and
@@ -14,27 +18,38 @@ from __future__ import annotations
 
 import errno
 import os
+import selectors
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from recstore.errors import RecstoreError
 
 __all__ = [
-    "CommandError", "Finished", "exit_with_parent", "run_command", "utf8_output", "worker_pool",
+    "DEFAULT_MAX_OUTPUT_BYTES", "CommandError", "Finished", "exit_with_parent", "run_command",
+    "utf8_output", "worker_pool",
 ]
 
-# After a kill, how long to wait for the pipes to close (a member that left the group may hold
-# them open) before giving up on the rest of the output.
+#: What a command may print on stdout (``run_command(max_output=)``): the ingest's largest
+#: record (``recstore ingest --max-record-bytes``), since a replayer prints one record.
+DEFAULT_MAX_OUTPUT_BYTES = 64 * 2**20
+#: How much of a command's stderr is kept: its end, where the error usually is.
+STDERR_TAIL_BYTES = 64 * 2**10
+# After a stop, how long to wait for the reaper to report and the pipes to close.
 _DRAIN_SECONDS = 5.0
 _PARENT_POLL_SECONDS = 0.2
+_READ_BYTES = 1 << 16
+_REAPER = Path(__file__).with_name("reaper.py")
+_USE_REAPER = sys.platform.startswith("linux")
 
-_running: set[int] = set()  # process groups of the commands in flight in this process
+_running: set[int] = set()  # reapers (process group leaders) of the commands in flight here
 _running_lock = threading.Lock()
 
 
@@ -44,62 +59,192 @@ class CommandError(RecstoreError):
 
 @dataclass(frozen=True)
 class Finished:
-    """How a command ended: its exit status (None when it was killed at the timeout while still
-    running), its raw output, and whether it ran past the timeout."""
+    """How a command ended: its exit status (None when it was stopped while still running: at
+    the timeout, or when its stdout passed the limit), its output, and why it was stopped."""
 
     returncode: int | None
-    stdout: bytes
-    stderr: bytes
+    stdout: bytes  # at most the limit (nothing when ``output_exceeded``)
+    stderr: bytes  # the last STDERR_TAIL_BYTES
     timed_out: bool
+    output_exceeded: bool = False
 
 
 def run_command(argv: Sequence[str], stdin: bytes, timeout: float | None, *,
-                role: str = "the", cwd: str | None = None) -> Finished:
-    """Run ``argv`` with ``stdin`` in its own process group; kill the group at ``timeout``
-    seconds and once the command ends. ``role`` names the command in errors ("replayer").
+                role: str = "the", cwd: str | None = None,
+                max_output: int = DEFAULT_MAX_OUTPUT_BYTES) -> Finished:
+    """Run ``argv`` with ``stdin`` and collect its output; stop it (and everything it started)
+    at ``timeout`` seconds, when its stdout passes ``max_output`` bytes, and once it ends.
+    ``role`` names the command in errors ("replayer").
 
     Raises:
         CommandError: the command does not exist, is not executable or is not a program.
     """
     name = f"{role} command {argv[0]!r}"
+    status_read, status_write = os.pipe() if _USE_REAPER else (None, None)
+    launch = ([sys.executable, "-I", "-S", str(_REAPER), str(status_write), str(os.getpid()),
+               "--", *argv] if _USE_REAPER else list(argv))
     try:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, cwd=cwd, start_new_session=True)
-    except FileNotFoundError:
-        raise CommandError(f"{name} not found") from None
-    except PermissionError:
-        raise CommandError(f"{name} is not executable (permission denied)") from None
+        proc = subprocess.Popen(launch, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
+                                pass_fds=(status_write,) if _USE_REAPER else ())
     except OSError as exc:
-        if exc.errno == errno.ENOEXEC:
-            raise CommandError(f"{name} is not a program the system can run (a script needs "
-                               "a #! line)") from None
-        raise CommandError(f"cannot run {name}: {exc.strerror}") from None
-    with _running_lock:
-        _running.add(proc.pid)  # start_new_session: the group id is the command's pid
-    try:
-        try:
-            stdout, stderr = proc.communicate(stdin, timeout=timeout)
-            return Finished(proc.returncode, stdout, stderr, False)
-        except subprocess.TimeoutExpired:
-            # The command may have ended and left a child holding its output open: that is not
-            # a timeout of the command itself.
-            ended = proc.poll() is not None
-            _kill_group(proc.pid)
-            stdout, stderr = _drain(proc)
-            return Finished(proc.returncode if ended else None, stdout, stderr, not ended)
+        if status_read is not None:
+            os.close(status_read)
+        raise _start_error(name, exc.errno) from None
     finally:
-        _kill_group(proc.pid)
+        if status_write is not None:
+            os.close(status_write)
+    with _running_lock:
+        _running.add(proc.pid)  # start_new_session: the group id is the leader's pid
+    try:
+        output = _Collected(proc, stdin, status_read, max_output)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        timed_out = not output.collect(deadline)
+        if timed_out or output.exceeded:
+            _stop(proc)
+            output.collect(time.monotonic() + _DRAIN_SECONDS)
+        returncode = _returncode(proc, output.status, name, timed_out or output.exceeded)
+        return Finished(returncode, b"".join(output.stdout), bytes(output.stderr[-STDERR_TAIL_BYTES:]),
+                        timed_out and returncode is None, output.exceeded)
+    finally:
+        if proc.poll() is None:  # let the reaper clean up (after an error here, too)
+            _stop(proc)
+            try:
+                proc.wait(timeout=_DRAIN_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+        _kill_group(proc.pid)  # the fallback, and anything the reaper could not reach
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            pipe.close()
+        if status_read is not None:
+            os.close(status_read)
         with _running_lock:
             _running.discard(proc.pid)
 
 
-def _drain(proc: subprocess.Popen) -> tuple[bytes, bytes]:
+class _Collected:
+    """A command's output as it is read: stdout up to ``max_output`` bytes, the tail of
+    stderr and the reaper's status line, while its input is fed."""
+
+    def __init__(self, proc: subprocess.Popen, stdin: bytes, status_fd: int | None,
+                 max_output: int) -> None:
+        self._proc = proc
+        self._stdin = memoryview(stdin)
+        self._max_output = max_output
+        self._open = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
+        if status_fd is not None:
+            self._open[status_fd] = "status"
+        for fd in (*self._open, proc.stdin.fileno()):
+            os.set_blocking(fd, False)
+        self.stdout: list[bytes] = []
+        self.stdout_bytes = 0
+        self.stderr = bytearray()
+        self.status = b""
+        self.exceeded = False
+
+    def collect(self, deadline: float | None) -> bool:
+        """Feed the input and read until every output is closed or stdout passes its limit
+        (True; ``exceeded`` tells which), or until ``deadline`` (False)."""
+        with selectors.DefaultSelector() as selector:
+            for fd, what in self._open.items():
+                selector.register(fd, selectors.EVENT_READ, what)
+            stdin = self._proc.stdin
+            if not stdin.closed and self._stdin:
+                selector.register(stdin.fileno(), selectors.EVENT_WRITE, "stdin")
+            elif not stdin.closed:
+                stdin.close()
+            while len(selector.get_map()) and not self.exceeded:
+                wait = None if deadline is None else deadline - time.monotonic()
+                if wait is not None and wait <= 0:
+                    return False
+                for key, _ in selector.select(wait):
+                    if key.data == "stdin":
+                        if not self._write():
+                            selector.unregister(key.fd)
+                            stdin.close()
+                    elif not self._read(key.fd, key.data):
+                        selector.unregister(key.fd)
+                        del self._open[key.fd]
+            if self.exceeded:  # read no more of it: the command is stopped next
+                self._open.pop(self._proc.stdout.fileno(), None)
+        return True
+
+    def _write(self) -> bool:
+        """Write the next piece of the input; False once it is all written (or refused)."""
+        try:
+            written = os.write(self._proc.stdin.fileno(), self._stdin[:_READ_BYTES])
+        except BlockingIOError:
+            return True
+        except BrokenPipeError:  # the command does not read its input: that is its business
+            return False
+        self._stdin = self._stdin[written:]
+        return bool(self._stdin)
+
+    def _read(self, fd: int, what: str) -> bool:
+        """Read what ``fd`` has; False at end of file."""
+        try:
+            data = os.read(fd, _READ_BYTES)
+        except BlockingIOError:
+            return True
+        if not data:
+            return False
+        if what == "stdout":
+            self.stdout.append(data)
+            self.stdout_bytes += len(data)
+            if self.stdout_bytes > self._max_output:  # unread: drop what was held
+                self.exceeded, self.stdout = True, []
+        elif what == "stderr":
+            self.stderr += data
+            if len(self.stderr) > 2 * STDERR_TAIL_BYTES:
+                del self.stderr[:-STDERR_TAIL_BYTES]
+        else:
+            self.status += data
+        return True
+
+
+def _returncode(proc: subprocess.Popen, status: bytes, name: str, stopped: bool) -> int | None:
+    """The command's exit status from the reaper's status line (None: it was stopped)."""
+    if not _USE_REAPER:
+        if stopped:  # killed with its group: it was still running, as far as can be told
+            return None
+        try:
+            return proc.wait(timeout=_DRAIN_SECONDS)
+        except subprocess.TimeoutExpired:
+            return None
+    word, _, value = status.decode("ascii", "replace").strip().partition(" ")
+    if word == "error":
+        raise _start_error(name, int(value))
+    if word == "exit":
+        return int(value)
+    if word == "signal":
+        return -int(value)
+    return None  # "stopped", or a reaper that did not report
+
+
+def _start_error(name: str, code: int | None) -> CommandError:
+    if code == errno.ENOENT:
+        return CommandError(f"{name} not found")
+    if code in (errno.EACCES, errno.EPERM):
+        return CommandError(f"{name} is not executable (permission denied)")
+    if code == errno.ENOEXEC:
+        return CommandError(f"{name} is not a program the system can run (a script needs "
+                            "a #! line)")
+    return CommandError(f"cannot run {name}: {os.strerror(code or 0)}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Ask the reaper to kill the command and all it started (SIGTERM: it cleans up first);
+    without a reaper, kill the command's process group."""
+    if proc.poll() is not None:
+        return
+    if not _USE_REAPER:
+        _kill_group(proc.pid)
+        return
     try:
-        return proc.communicate(timeout=_DRAIN_SECONDS)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        return b"", b""
+        proc.send_signal(signal.SIGTERM)
+    except ProcessLookupError:
+        pass
 
 
 def _kill_group(pgid: int) -> None:
@@ -126,9 +271,12 @@ def exit_with_parent(parent_pid: int) -> None:
         while os.getppid() == parent_pid:
             time.sleep(_PARENT_POLL_SECONDS)
         with _running_lock:
-            groups = list(_running)
-        for pgid in groups:
-            _kill_group(pgid)
+            reapers = list(_running)
+        for pid in reapers:  # SIGTERM: each reaper kills its command's processes, then exits
+            try:
+                os.kill(pid, signal.SIGTERM if _USE_REAPER else signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         os._exit(1)
 
     threading.Thread(target=watch, name="recstore-parent-watch", daemon=True).start()

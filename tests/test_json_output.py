@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recstore.jsonout import dumps, dumps_compact, utc_timestamp, write_json
+from recstore.jsonout import _dumps_iteratively, dumps, dumps_compact, utc_timestamp, write_json
 from recstore.store import Store
 
 from .conftest import AIOC_FIXTURES, from_source_sweep, run_cli
@@ -45,6 +45,28 @@ def test_every_writer_escapes_lone_surrogates_and_round_trips(value):
     _check(dumps(value, indent=None), value)
     _check(dumps_compact(value), value)
     _check(dumps(value, indent=None, ascii_only=True), value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON, st.sampled_from([None, 2]), st.booleans())
+def test_the_deep_value_writer_writes_what_the_stdlib_writes(value, indent, ascii_only):
+    """``dumps`` falls back to its own stack for values nested past the stdlib's recursion
+    (a 1000-deep lineage chain); that text is the stdlib's, byte for byte."""
+    assert _dumps_iteratively(value, indent, ascii_only) == json.dumps(
+        value, indent=indent, ensure_ascii=ascii_only)
+
+
+def test_a_value_nested_past_the_recursion_limit_is_written():
+    deep: dict = {"leaf": True}
+    for i in range(5000):
+        deep = {"n": i, "children": [deep]}
+    text = dumps(deep)
+    assert text.count('"children": [') == 5000 and text.endswith("}")
+    assert text.splitlines()[-1] == "}" and '"leaf": true' in text
+    cyclic: list = []
+    cyclic.append(cyclic)
+    with pytest.raises(ValueError, match="Circular"):
+        _dumps_iteratively(cyclic, 2, False)
 
 
 @settings(max_examples=200, deadline=None)

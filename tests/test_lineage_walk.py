@@ -4,6 +4,7 @@ printed once, a link back to an ancestor is marked as a cycle, and the output is
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -97,3 +98,33 @@ def test_the_output_is_bounded(db):
                          "(--limit N shows more)")
     tree = json.loads(run_cli(db, "lineage", "dense-top", "--limit", "10", "--json").stdout)
     assert tree["truncated"] == {"limit": 10, "runsShown": 10, "runsReachable": 26}
+
+
+CHAIN = 1000
+
+
+def test_a_thousand_deep_replay_chain_is_walked_and_written(tmp_path):
+    """Each run replays the one before (metadata.replayOfRunId): the tree is CHAIN deep, past
+    Python's recursion limit, in the text and the JSON output alike."""
+    path = tmp_path / "chain.duckdb"
+    Store(path).ingest_records(
+        [_record(f"chain-{i}", f"chain-{i - 1}" if i else None) for i in range(CHAIN)],
+        source_uri="chain")
+    done = run_cli(path, "lineage", "chain-0", "--limit", str(CHAIN), "--json")
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(10 * CHAIN)  # the JSON is 2 levels per run: reading it needs the room
+    try:
+        node = json.loads(done.stdout)
+    finally:
+        sys.setrecursionlimit(limit)
+    keys = []
+    while True:
+        keys.append(node["run_key"])
+        if not node["children"]:
+            break
+        (node,) = node["children"]
+    assert keys == [f"aioc:chain-{i}" for i in range(CHAIN)]
+    text = run_cli(path, "lineage", "chain-0", "--limit", str(CHAIN))
+    assert text.returncode == 0 and text.stderr == "", text.stderr[-2000:]
+    assert [p[-1] for p, _ in _paths(text.stdout)] == keys

@@ -134,6 +134,42 @@ def test_sigkill_of_a_sweep_takes_its_workers_and_replayers_with_it(tmp_path):
     assert not left, f"still running after the sweep was killed: {commands}"
 
 
+# A replayer whose child leaves its session (so no process-group kill reaches it), recording
+# both PIDs, then waiting for ever.
+ESCAPING = """#!/bin/sh
+setsid sh -c 'echo $$ > "{pids}/child"; exec sleep 100000' &
+echo $$ > "{pids}/replayer"
+exec sleep 100000
+"""
+
+
+def test_sigkill_of_a_replay_takes_the_replayer_and_its_setsid_child_with_it(tmp_path):
+    db = tmp_path / "s.duckdb"
+    Store(db).ingest([str(AIOC_FIXTURES / "simple-run.json")])
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    script = tmp_path / "escaping.sh"
+    script.write_text(ESCAPING.format(pids=pids))
+    script.chmod(0o755)
+    proc = subprocess.Popen([sys.executable, "-m", "recstore", "--db", str(db), "replay",
+                             "simple-run", "--command", str(script), "--command-timeout", "100000"],
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    family: set[int] = set()
+    try:
+        end = time.monotonic() + 60
+        while len(list(pids.iterdir())) < 2 and time.monotonic() < end:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(0.2)  # let the last PID file be written whole
+        family = _recorded_pids(pids)
+        assert len(family) == 2 and all(_alive(p) for p in family)
+        left = _survivors_of_sigkill(proc, family)
+    finally:
+        proc.kill()
+        _kill_all(family)
+    assert not left, "the replayer or its setsid child outlived kill -9 of the replay"
+
+
 def test_sigkill_of_an_ingest_takes_its_workers_with_it(tmp_path):
     record = (AIOC_FIXTURES / "simple-run.json").read_bytes().replace(b"\n", b"") + b"\n"
     proc = subprocess.Popen([sys.executable, "-m", "recstore", "--db", str(tmp_path / "s.duckdb"),
@@ -154,3 +190,32 @@ def test_sigkill_of_an_ingest_takes_its_workers_with_it(tmp_path):
         proc.kill()
         _kill_all(family)
     assert not left, "ingest workers outlived the ingest"
+
+
+@pytest.mark.parametrize("reaper", [True, False], ids=["reaper", "process-group"])
+def test_run_command_says_how_a_command_ended(monkeypatch, tmp_path, reaper):
+    """The runner itself, with its reaper and with the fallback used where there is none."""
+    from recstore import process
+
+    monkeypatch.setattr(process, "_USE_REAPER", reaper)
+    sh = ["/bin/sh", "-c"]
+    done = process.run_command([*sh, "cat; echo err >&2; exit 3"], b"in" * 100_000, 30)
+    assert (done.returncode, done.stdout, done.stderr, done.timed_out) == (
+        3, b"in" * 100_000, b"err\n", False)
+    done = process.run_command([*sh, "sleep 100000"], b"", 0.5)
+    assert (done.returncode, done.timed_out, done.output_exceeded) == (None, True, False)
+    done = process.run_command([*sh, "head -c 5000000 /dev/zero; sleep 100000"], b"", 30,
+                               max_output=1_000_000)
+    assert (done.returncode, done.stdout, done.timed_out, done.output_exceeded) == (
+        None, b"", False, True)
+    done = process.run_command([*sh, "head -c 300000 /dev/zero >&2"], b"", 30)
+    assert done.returncode == 0 and len(done.stderr) == process.STDERR_TAIL_BYTES
+    script = tmp_path / "no-shebang"
+    script.write_text("echo hi\n")
+    for argv, message in ([str(tmp_path / "missing")], "not found"), (
+            [str(script)], "not executable"):
+        with pytest.raises(process.CommandError, match=message):
+            process.run_command(argv, b"", 30, role="test")
+    script.chmod(0o755)
+    with pytest.raises(process.CommandError, match="not a program the system can run"):
+        process.run_command([str(script)], b"", 30, role="test")

@@ -287,17 +287,21 @@ def test_external_replayer_that_changes_one_tools_arguments(store, spec_path, co
     assert {k for k, s, _ in rows if s == "fail"} == calls_tool
     assert all(json.loads(drift)[CHANGED_TOOL]["changed_args"] >= 1
                for _, status, drift in rows if status == "fail")
-    # an external replayer answering with the source's own runId is refused: each case stores a
-    # failed replay of its own, and no source run gets a new revision
-    script.write_text(REPLAYER.replace('sys.argv[2] + str(uuid.uuid4())', 'record["runId"]'), encoding="utf-8")
+    # an external replayer answering with a stored run's runId (every case the same one, in one
+    # batch): each case's replay is a run of its own, and no stored run gets a new revision
+    taken = corpus[0]["runId"]
+    script.write_text(REPLAYER.replace('sys.argv[2] + str(uuid.uuid4())', repr(taken)),
+                      encoding="utf-8")
     revisions = query(store, "SELECT run_key, revision FROM runs WHERE replay_of_run_id IS NULL ORDER BY 1")
     again = run_sweep(store, load_spec(spec_path), rerun=True)
-    assert again.counts["fail"] == 30
+    assert again.counts == result.counts
     assert query(store, "SELECT run_key, revision FROM runs WHERE replay_of_run_id IS NULL ORDER BY 1") == revisions
-    errors = query(store, "SELECT r.status, c.error FROM sweep_cases c JOIN runs r "
-                          "ON r.run_key = c.replay_run_key WHERE c.sweep_run_id = ?", [again.sweep_run_id])
-    assert len(errors) == 30 and all(status == "failed" and "the source's own runId" in error
-                                     for status, error in errors)
+    replays = query(store, "SELECT c.replay_run_key, r.revision, l.detail->>'$.claimedRunId' "
+                           "FROM sweep_cases c JOIN runs r ON r.run_key = c.replay_run_key "
+                           "JOIN lineage l ON l.child_run_key = c.replay_run_key "
+                           "AND l.relation = 'replay_of' WHERE c.sweep_run_id = ?", [again.sweep_run_id])
+    assert len({key for key, _, _ in replays}) == 30 and f"aioc:{taken}" not in {k for k, _, _ in replays}
+    assert all(revision == 1 and claimed == taken for _, revision, claimed in replays)
 
 
 def test_resumed_run_replays_the_revisions_it_selected(store, spec_path, corpus, monkeypatch):

@@ -26,7 +26,7 @@ from recstore.errors import RecstoreError
 from recstore.process import worker_pool
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.replay.harness import Harness, ProviderSpec, harness_from_source, load_harness
-from recstore.replay.lineage import ReplayWriter, prepare_replay
+from recstore.replay.lineage import Placed, ReplayWriter, prepare_replay
 from recstore.replay.replay import ReplayReport, error_outcome, provider_for, replay_run
 from recstore.store import Store
 from recstore.store.prepare import Prepared, Refused
@@ -165,14 +165,17 @@ def replay_stored(
     results: list[ReplayResult | None] = [None] * len(run_keys)
     with worker_pool(workers if workers > 1 else 0) as pool, _session(store, save) as (con, writer):
         replays = _replayed(pool, workers, job, read_runs(con, run_keys, READ_CHUNK), save)
+        placed: dict[int, Placed] = {}  # where each stored replay went, known after close
         for done, (pos, key, replayed) in enumerate(replays, 1):
-            stored_as = None
             if writer is not None and replayed.prepared is not None:
-                writer.add(replayed.prepared, [replayed.lineage])
-                if isinstance(replayed.prepared, Prepared):
-                    stored_as = replayed.prepared.key
-            results[pos] = ReplayResult(key, stored_as, replayed.report)
+                placed[pos] = writer.add(replayed.prepared, [replayed.lineage])
+            results[pos] = ReplayResult(key, None, replayed.report)
             progress.update(done, len(run_keys))
         if writer is not None:
             writer.close()
+    for pos, where in placed.items():
+        result = results[pos]
+        if where.run_key is not None:
+            result.report.replay_run_id = where.run_id
+            results[pos] = ReplayResult(result.source_run_key, where.run_key, result.report)
     return results  # type: ignore[return-value] - every position was filled

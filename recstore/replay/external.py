@@ -12,9 +12,11 @@ Every way the command can end is kept as a stored replay with a status, never lo
 * non-zero exit → a ``failed`` replay record whose error carries the stderr tail;
 * timeout → a ``failed`` replay record, ``timed out after Ns`` (the command's whole process
   group is killed);
-* garbage on stdout (not UTF-8, not a replay, the source's own ``runId``) or a command that
-  cannot run (not found, not executable, no ``#!`` line) → a ``failed`` replay record naming
-  what was wrong.
+* garbage on stdout (not UTF-8, not a replay) or a command that cannot run (not found, not
+  executable, no ``#!`` line) → a ``failed`` replay record naming what was wrong.
+
+A replay whose ``runId`` names a stored run (its source, or any other) is stored under a fresh
+id, never as a revision of that run (:mod:`recstore.replay.lineage`).
 
 Example:
     >>> request = build_request(source, mode="strict", matching="agentuse")   # doctest: +SKIP
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -39,7 +42,13 @@ from recstore.errors import InputError
 from recstore.formats.agentuse import assemble_run, scan_tree, to_run_record
 from recstore.formats.aioc import validate_run_record
 from recstore.jsonout import dumps
-from recstore.process import CommandError, Finished, run_command, utf8_output
+from recstore.process import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    CommandError,
+    Finished,
+    run_command,
+    utf8_output,
+)
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.records import compare_records
 from recstore.replay.agentuse_match import (
@@ -242,6 +251,11 @@ def parse_replayer_output(stdout: str, name: str) -> tuple[dict, str | None]:
         raise InputError(
             f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", source=where
         ) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply to read", source=where) from None
+    except ValueError:  # the stdlib's cap on integer digits
+        raise InputError(f"a number with more than {sys.get_int_max_str_digits()} digits",
+                         source=where) from None
     if isinstance(value, dict) and isinstance(value.get("agentuseSession"), str):
         path = value["agentuseSession"]
         return _session_record(path, where), path
@@ -269,6 +283,10 @@ def _session_record(path: str, where: str) -> dict:
     return to_run_record(assemble_run(scan.trees[0].files))[0]
 
 
+def _size(n: int) -> str:
+    return f"{n // 2**20} MiB" if n % 2**20 == 0 else f"{n:,} bytes"
+
+
 def _short(text: str, width: int = 120) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -284,12 +302,12 @@ def replay_external(
     *,
     timeout: float | None = None,
     cwd: str | None = None,
+    max_output: int = DEFAULT_MAX_OUTPUT_BYTES,
 ) -> ExternalOutcome:
     """Run the replayer on ``request`` and turn whatever happens into a stored-replay outcome.
 
-    The command runs in its own process group, killed as a whole at the timeout (see
-    :mod:`recstore.process`). A replay that keeps the source's ``runId`` is refused: stored,
-    it would become a new revision of the source run itself."""
+    The command and everything it starts are killed at the timeout, when its stdout passes
+    ``max_output`` bytes, and when it ends (see :mod:`recstore.process`)."""
     argv = split_command(command)
     limit = timeout if timeout is not None else float(request.get("timeoutSeconds") or 300)
     started = _iso_now()
@@ -299,9 +317,10 @@ def replay_external(
     record: dict | None = None
     try:
         done = run_command(argv, dumps(request, indent=None, ascii_only=True).encode("ascii"),
-                           limit, role="replayer", cwd=cwd)  # ASCII: a pipe of unknown encoding
+                           limit, role="replayer", cwd=cwd,  # ASCII: a pipe of unknown encoding
+                           max_output=max_output)
         exit_code, stderr = done.returncode, done.stderr.decode("utf-8", "replace")
-        record, failure = _replay_of(done, source, argv[0], limit)
+        record, failure = _replay_of(done, argv[0], limit, max_output)
     except (CommandError, InputError) as exc:
         failure = str(exc)
     seconds = time.monotonic() - t0
@@ -320,9 +339,12 @@ def replay_external(
     return ExternalOutcome(record, report, exit_code, _tail(stderr), seconds, provider)
 
 
-def _replay_of(done: Finished, source: dict, name: str, limit: float
+def _replay_of(done: Finished, name: str, limit: float, max_output: int
                ) -> tuple[dict | None, str | None]:
     """(the replay record, None) from a finished replayer, or (None, why there is none)."""
+    if done.output_exceeded:
+        return None, (f"replayer output exceeded {_size(max_output)} "
+                      "(the largest record recstore reads); the replayer was stopped")
     if done.timed_out:
         return None, f"replayer timed out after {limit:g}s"
     if done.returncode != 0:
@@ -330,9 +352,6 @@ def _replay_of(done: Finished, source: dict, name: str, limit: float
         return None, f"replayer exited with status {done.returncode}: {tail}"
     record, _session = parse_replayer_output(
         utf8_output(done.stdout, f"replayer {name!r} output"), name)
-    if record.get("runId") == source.get("runId"):
-        return None, (f"replayer {name!r} output has the source's own runId "
-                      f"{source.get('runId')!r}; a replay needs a runId of its own")
     return record, None
 
 
@@ -427,8 +446,6 @@ def replay_stored_external(
     from recstore.replay.agentuse_match import source_recordings
     from recstore.replay.batch import ReplayResult
     from recstore.replay.lineage import load_sources, store_replays
-    from recstore.store import run_key_for
-
     argv = split_command(command)
     results = []
     for source in load_sources(store, list(run_keys)):
@@ -449,11 +466,9 @@ def replay_stored_external(
         )
         outcome = replay_external(source.record, argv, request, timeout=timeout)
         key = None
-        if save:
-            store_replays(store, [(source, outcome.record, outcome.report, outcome.provider)])
-            # the replay's own key, also when an identical replay was stored before (a
-            # deterministic replayer run twice appends nothing the second time)
-            key = run_key_for("aioc", outcome.record["runId"])
+        if save:  # the replay's own key, also when the same replay was stored before
+            (key,) = store_replays(store, [(source, outcome.record, outcome.report,
+                                             outcome.provider)])
         results.append(ReplayResult(source.run_key, key, outcome.report))
         progress.update(len(results), len(run_keys))
     return results

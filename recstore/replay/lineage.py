@@ -8,15 +8,25 @@ replay ran, often a worker process, and a :class:`ReplayWriter` places the prepa
 through one ``BatchWriter`` for a whole command, its batches committed in the background. The
 source run is only read, never written. The ``replays`` and ``replay_calls`` views
 (``schema/020_replay.sql``) expose the detail as columns.
+
+A replay is always a run of its own, never a revision of a stored run: a replay whose ``runId``
+(chosen by the replayer: an external command may print any) names a stored run, or another
+replay of the same command, is stored under a fresh id; the id it claimed is kept as
+``metadata.replayClaimedRunId`` and the lineage detail's ``claimedRunId``. The one exception is
+the same replay again (identical record, a replay of the same source, e.g. a deterministic
+replayer run twice): it is the stored replay, and nothing is appended.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import duckdb
 
 from recstore.errors import InputError
+from recstore.formats.events import Event, events_to_record
 from recstore.formats.reader import RawInput
 from recstore.replay.replay import ReplayReport
 from recstore.store import Store
@@ -27,6 +37,7 @@ from recstore.store.store import StoredRun
 __all__ = [
     "REPLAY_SOURCE",
     "TREE_LIMIT",
+    "Placed",
     "ReplayWriter",
     "SourceRun",
     "lineage_row",
@@ -100,11 +111,29 @@ def prepare_replay(
     return prepared, lineage_row(source, record, report, provider)
 
 
+@dataclass
+class Placed:
+    """Where a replay given to :meth:`ReplayWriter.add` is stored: filled in when the writer
+    places it (at the latest by :meth:`ReplayWriter.close`)."""
+
+    run_key: str | None = None  # None: refused (kept in rejects) or not placed yet
+    run_id: str | None = None
+    claimed_run_id: str | None = None  # the runId the replay came with, when it was taken
+
+
+@dataclass
+class _Pending:
+    prepared: Prepared | Refused
+    lineage: list[dict]
+    placed: Placed
+
+
 class ReplayWriter:
     """Stores prepared replay records and their lineage rows through one ``BatchWriter`` on the
     writer connection ``con``, as one input (``source_uri``) with ``tags``: records are placed
     :data:`PLACE_CHUNK` at a time and batches committed in the background; :meth:`close`
-    commits the rest. Use it as a context manager; after an error nothing pending is committed.
+    commits the rest. Each replay is stored as a run of its own (see the module docstring).
+    Use it as a context manager; after an error nothing pending is committed.
     """
 
     def __init__(
@@ -117,26 +146,78 @@ class ReplayWriter:
             con, tags=REPLAY_TAGS if tags is None else tags, batch_size=STORE_BATCH
         )
         self._counts = SourceCounts(self._writer.open_source(source_uri, "records"))
-        self._pending: list[Prepared | Refused] = []
-        self._lineage: list[dict] = []
+        self._pending: list[_Pending] = []
+        # run key -> (record hash, source run key) of every replay this writer placed
+        self._placed: dict[str, tuple[bytes, str | None]] = {}
+        self._reader = con.cursor()  # looks up stored replays while batches commit on ``con``
 
     def __enter__(self) -> ReplayWriter:
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
         self._writer.close()
+        self._reader.close()
 
-    def add(self, prepared: Prepared | Refused, lineage: Iterable[dict]) -> None:
-        """Queue one prepared replay record with its lineage rows (each names it as ``child``)."""
-        self._pending.append(prepared)
-        self._lineage.extend(lineage)
+    def add(self, prepared: Prepared | Refused, lineage: Iterable[dict]) -> Placed:
+        """Queue one prepared replay record with its lineage rows (each names it as ``child``;
+        the first is its ``replay_of`` row). Returns where it will be stored."""
+        placed = Placed()
+        self._pending.append(_Pending(prepared, list(lineage), placed))
         if len(self._pending) >= PLACE_CHUNK:
             self._place()
+        return placed
 
     def _place(self) -> None:
-        if self._pending:
-            self._writer.store_prepared(self._pending, self._counts, self._lineage)
-            self._pending, self._lineage = [], []
+        if not self._pending:
+            return
+        keys = [p.prepared.key for p in self._pending if isinstance(p.prepared, Prepared)]
+        stored = self._writer.current_of(keys)
+        chunk, lineage = [], []
+        for pending in self._pending:
+            prepared, links = self._own_run(pending, stored)
+            chunk.append(prepared)
+            lineage.extend(links)
+        self._writer.store_prepared(chunk, self._counts, lineage)
+        self._pending = []
+
+    def _own_run(self, pending: _Pending, stored: dict) -> tuple[Prepared | Refused, list[dict]]:
+        """The record to store for ``pending`` and its lineage rows: under a fresh id when its
+        runId is taken, with no rows when it is the same replay stored already."""
+        p, links, placed = pending.prepared, pending.lineage, pending.placed
+        if not isinstance(p, Prepared):
+            return p, links
+        source_key = links[0].get("parent_run_key") if links else None
+        claimed = p.run_id
+        attempt = 0
+        while True:
+            state = self._placed.get(p.key) or self._stored_replay(p.key, stored, source_key)
+            if state is None:  # a new run
+                self._placed[p.key] = (p.record_hash, source_key)
+                break
+            if state == (p.record_hash, source_key):  # the same replay again: a duplicate
+                links = []
+                break
+            attempt += 1
+            p = _renamed(pending.prepared, _fresh_id(source_key, claimed, attempt))
+        if p is not pending.prepared:
+            links = [_relinked(link, pending.prepared, p, claimed) for link in links]
+            placed.claimed_run_id = claimed
+        placed.run_key, placed.run_id = p.key, p.run_id
+        return p, links
+
+    def _stored_replay(self, key: str, stored: dict, source_key: str | None
+                       ) -> tuple[bytes, str | None] | None:
+        """(record hash, ``source_key`` if it is a replay of that run, else None) of the stored
+        run ``key``; None when no run ``key`` is stored."""
+        if key not in stored:
+            stored.update(self._writer.current_of([key]))
+        state = stored[key]
+        if state is None:
+            return None
+        (replays_source,) = self._reader.execute(
+            "SELECT count(*) > 0 FROM lineage_log WHERE child_run_key = ? AND relation = ? "
+            "AND parent_run_key = ?", [key, RELATION, source_key]).fetchone()
+        return state.record_hash, source_key if replays_source else None
 
     def close(self) -> IngestSummary:
         """Store everything queued, record the input as read and commit; the summary lists
@@ -147,22 +228,56 @@ class ReplayWriter:
         return self._writer.summary
 
 
+def _fresh_id(source_key: str | None, claimed: str, attempt: int) -> str:
+    """A run id for a replay whose own is taken: derived from what it replays and claimed, so
+    the same replay stored again gets the same id (and is recognised as a duplicate)."""
+    seed = "\x1f".join((source_key or "", claimed, str(attempt)))
+    return "replay-" + hashlib.sha256(seed.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _renamed(p: Prepared, run_id: str) -> Prepared:
+    """``p`` prepared again under ``run_id``, the id it came with kept in its metadata."""
+    record = events_to_record(Event(*event) for event in p.events)
+    metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+    record["runId"] = run_id
+    record["metadata"] = {**metadata, "replayClaimedRunId": p.run_id}
+    renamed = prepare(RawInput(REPLAY_SOURCE, p.line, None, record))
+    assert isinstance(renamed, Prepared), "a valid record with another runId stays valid"
+    return renamed
+
+
+def _relinked(link: dict, old: Prepared, new: Prepared, claimed: str) -> dict:
+    """``link`` naming ``new`` instead of ``old``; a ``replay_of`` row also keeps the claim."""
+    link = dict(link)
+    if link.get("child") in (old.run_id, old.key):
+        link["child"] = new.run_id
+    if link.get("relation") == RELATION and isinstance(link.get("detail"), dict):
+        link["detail"] = {**link["detail"], "claimedRunId": claimed}
+    return link
+
+
 def store_replays(
     store: Store, replays: Iterable[tuple[SourceRun, dict | None, ReplayReport, str]]
-) -> list[str]:
+) -> list[str | None]:
     """Store replay records (failed ones too) with their lineage in one transaction; returns
-    the replay run keys. Replays without a record (they could not start) are skipped."""
-    prepared = [
-        prepare_replay(source, record, report, provider)
-        for source, record, report, provider in replays
-        if record is not None
-    ]
-    if not prepared:
-        return []
+    each replay's run key (None: it had no record, e.g. it could not start, or was refused).
+    Each report's ``replay_run_id`` is set to the id its replay is stored under."""
+    replays = list(replays)
+    if not any(record is not None for _, record, _, _ in replays):
+        return [None] * len(replays)
     with store.writer() as con, ReplayWriter(con) as writer:
-        for record, link in prepared:
-            writer.add(record, [link])
-        return writer.close().run_keys
+        placed = []
+        for source, record, report, provider in replays:
+            if record is None:
+                placed.append(Placed())
+                continue
+            prepared, link = prepare_replay(source, record, report, provider)
+            placed.append(writer.add(prepared, [link]))
+        writer.close()
+    for (_, _, report, _), where in zip(replays, placed, strict=True):
+        if where.run_id is not None:
+            report.replay_run_id = where.run_id
+    return [where.run_key for where in placed]
 
 
 #: Runs ``lineage_tree`` shows by default before it stops (``recstore lineage --limit``).

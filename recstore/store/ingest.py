@@ -431,6 +431,11 @@ class BatchWriter:
             if known is None or revision > known.revision:
                 self._streams[key] = _Stream(bytes(digest), revision, tags, None)
 
+    def current_of(self, keys: list[str]) -> dict[str, _Stream | None]:
+        """The stored state of each of ``keys`` (None: not stored), looked up in one query."""
+        self._look_up(keys)
+        return {key: self._streams[key] for key in keys}
+
     def current(self, key: str) -> _Stream | None:
         """The stored state of stream ``key`` (None when it is not stored)."""
         self._look_up([key])

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from recstore.jsonout import dumps
-from recstore.process import CommandError, run_command, utf8_output
+from recstore.process import DEFAULT_MAX_OUTPUT_BYTES, CommandError, run_command, utf8_output
 from recstore.sweep.spec import JudgeSpec
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
@@ -71,6 +71,9 @@ def run_judge(judge: JudgeSpec, case: dict) -> dict:
                            judge.timeout, role="judge")  # ASCII: a pipe of unknown encoding
     except CommandError as exc:
         raise JudgeError(str(exc)) from None
+    if done.output_exceeded:
+        raise JudgeError(f"judge command {name!r} printed more than "
+                         f"{DEFAULT_MAX_OUTPUT_BYTES // 2**20} MiB; it was stopped")
     if done.timed_out:
         raise JudgeError(f"judge command {name!r} timed out after {judge.timeout:g}s")
     if done.returncode != 0:

@@ -504,10 +504,11 @@ class _CaseWriter:
             return {}
         source_uri = f"recstore:sweep/{self.spec.name}/{self.run_id}"
         tags = {"kind": "replay", "sweep": self.spec.name, "sweep_run": str(self.run_id)}
+        placed = {}
         with ReplayWriter(con, source_uri, tags) as writer:
             for case in pending:
                 stored = isinstance(case.replay, Prepared)  # a refused record has no lineage
-                writer.add(case.replay, [case.replay_lineage, {
+                placed[case.case_index] = writer.add(case.replay, [case.replay_lineage, {
                     "relation": "sweep_case",
                     "parent_run_key": case.source_run_key,
                     "child": case.replay.run_id,
@@ -518,7 +519,7 @@ class _CaseWriter:
         if summary.rejected:
             raise RecstoreError(f"sweep {self.spec.name}: the store rejected "
                                 f"{summary.rejected} replay record(s); see `recstore rejects`")
-        return {case.case_index: case.replay.key for case in pending}
+        return {index: where.run_key for index, where in placed.items()}
 
     def _row(self, case: CaseResult, replay_key: str | None) -> dict:
         return {

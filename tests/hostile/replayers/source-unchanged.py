@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# expect: has the source's own runId
+# own-run: simple-run
 import json
 import sys
 
