@@ -1,4 +1,5 @@
-"""Canonical JSON and hashes against aioc's own outputs, plus invariants."""
+"""Canonical JSON and hashes against aioc's own outputs, plus invariants, on both backends (the C
+extension when it is built, and the pure-Python path)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from recstore import canonical
 from recstore.canonical import (
     JSONParseError,
     canonical_bytes,
@@ -20,6 +22,22 @@ from recstore.canonical import (
 )
 
 from .conftest import AIOC_FIXTURES
+
+try:
+    from recstore._canonical import dumps as c_dumps
+except ImportError:
+    c_dumps = None
+
+
+@pytest.fixture(scope="module", autouse=True, params=["c", "python"])
+def backend(request):
+    """Every test of this module once per backend (module-scoped: hypothesis allows it)."""
+    if request.param == "c" and c_dumps is None:
+        pytest.skip("the C extension is not built")
+    saved = canonical._c_dumps
+    canonical._c_dumps = c_dumps if request.param == "c" else None
+    yield request.param
+    canonical._c_dumps = saved
 
 
 def test_all_dev_cases_match_aioc():
