@@ -70,7 +70,7 @@ static inline void put(Buf *b, char c) { b->p[b->len++] = c; }
 
 static const char HEX[] = "0123456789abcdef";
 
-/* Whether ASCII/Latin-1 code unit c needs an escape. */
+/* Whether ASCII code point c needs an escape: C0 controls, '"' and '\\'. */
 static inline int needs_escape(Py_UCS4 c) { return c < 0x20 || c == '"' || c == '\\'; }
 
 /* Writes the escape of c (a C0 control, '"', '\\' or a surrogate); room for 6 bytes reserved. */
@@ -119,6 +119,40 @@ static int write_ascii(Buf *b, const Py_UCS1 *s, Py_ssize_t n)
     return OK;
 }
 
+/* The UTF-8 of code point c (not a surrogate, not needing an escape); room reserved. */
+static inline void put_utf8(Buf *b, Py_UCS4 c)
+{
+    if (c < 0x80) {
+        put(b, (char)c);
+    } else if (c < 0x800) {
+        put(b, (char)(0xC0 | (c >> 6)));
+        put(b, (char)(0x80 | (c & 0x3F)));
+    } else if (c < 0x10000) {
+        put(b, (char)(0xE0 | (c >> 12)));
+        put(b, (char)(0x80 | ((c >> 6) & 0x3F)));
+        put(b, (char)(0x80 | (c & 0x3F)));
+    } else {
+        put(b, (char)(0xF0 | (c >> 18)));
+        put(b, (char)(0x80 | ((c >> 12) & 0x3F)));
+        put(b, (char)(0x80 | ((c >> 6) & 0x3F)));
+        put(b, (char)(0x80 | (c & 0x3F)));
+    }
+}
+
+/* One loop per string kind (the compiler specialises each; PyUnicode_READ would branch on the
+ * kind for every code point). */
+#define WRITE_WIDE(TYPE)                                                                   \
+    do {                                                                                   \
+        const TYPE *s = (const TYPE *)data;                                                \
+        for (Py_ssize_t i = 0; i < n; i++) {                                               \
+            Py_UCS4 c = s[i];                                                              \
+            if (c < 0x80 ? needs_escape(c) : (c >= 0xD800 && c <= 0xDFFF))                 \
+                put_escape(b, c);                                                          \
+            else                                                                           \
+                put_utf8(b, c);                                                            \
+        }                                                                                  \
+    } while (0)
+
 static int write_string(Buf *b, PyObject *s)
 {
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
@@ -135,29 +169,12 @@ static int write_string(Buf *b, PyObject *s)
     if (buf_reserve(b, 6 * n + 2) < 0)
         return FAILED;
     put(b, '"');
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c < 0x80) {
-            if (needs_escape(c))
-                put_escape(b, c);
-            else
-                put(b, (char)c);
-        } else if (c < 0x800) {
-            put(b, (char)(0xC0 | (c >> 6)));
-            put(b, (char)(0x80 | (c & 0x3F)));
-        } else if (c >= 0xD800 && c <= 0xDFFF) {
-            put_escape(b, c);
-        } else if (c < 0x10000) {
-            put(b, (char)(0xE0 | (c >> 12)));
-            put(b, (char)(0x80 | ((c >> 6) & 0x3F)));
-            put(b, (char)(0x80 | (c & 0x3F)));
-        } else {
-            put(b, (char)(0xF0 | (c >> 18)));
-            put(b, (char)(0x80 | ((c >> 12) & 0x3F)));
-            put(b, (char)(0x80 | ((c >> 6) & 0x3F)));
-            put(b, (char)(0x80 | (c & 0x3F)));
-        }
-    }
+    if (kind == PyUnicode_1BYTE_KIND)
+        WRITE_WIDE(Py_UCS1);
+    else if (kind == PyUnicode_2BYTE_KIND)
+        WRITE_WIDE(Py_UCS2);
+    else
+        WRITE_WIDE(Py_UCS4);
     put(b, '"');
     return OK;
 }
@@ -373,13 +390,28 @@ static int member_compare(const void *pa, const void *pb)
 
 static int encode(Buf *b, PyObject *v, int depth);
 
+/* Writes known[key] (canonical JSON the caller already has) if key is there. */
+static int write_known(Buf *b, PyObject *key, PyObject *known, int *written)
+{
+    PyObject *text = PyDict_GetItemWithError(known, key);
+    *written = 0;
+    if (text == NULL)
+        return PyErr_Occurred() ? FAILED : OK;
+    if (!PyBytes_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "dumps: known members must be bytes");
+        return FAILED;
+    }
+    *written = 1;
+    return buf_write(b, PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text));
+}
+
 static int is_proto(PyObject *key)
 {
     return PyUnicode_GET_LENGTH(key) == 9 && PyUnicode_IS_ASCII(key)
            && memcmp(PyUnicode_1BYTE_DATA(key), "__proto__", 9) == 0;
 }
 
-static int write_dict(Buf *b, PyObject *d, int depth)
+static int write_dict(Buf *b, PyObject *d, int depth, PyObject *known)
 {
     Py_ssize_t n = PyDict_GET_SIZE(d);
     Member stack[32];
@@ -425,7 +457,10 @@ static int write_dict(Buf *b, PyObject *d, int depth)
                 rc = write_string(b, members[i].key);
             if (rc == OK)
                 rc = buf_write(b, ":", 1);
-            if (rc == OK)
+            int written = 0;
+            if (rc == OK && known != NULL)
+                rc = write_known(b, members[i].key, known, &written);
+            if (rc == OK && !written)
                 rc = encode(b, members[i].value, depth + 1);
         }
         if (rc == OK)
@@ -480,19 +515,23 @@ static int encode(Buf *b, PyObject *v, int depth)
     if (PyFloat_CheckExact(v))
         return write_double(b, PyFloat_AS_DOUBLE(v));
     if (PyDict_CheckExact(v))
-        return write_dict(b, v, depth);
+        return write_dict(b, v, depth, NULL);
     if (PyList_CheckExact(v) || PyTuple_CheckExact(v))
         return write_array(b, v, depth);
     return UNSUPPORTED;
 }
 
-static PyObject *dumps(PyObject *module, PyObject *value)
+static PyObject *dumps(PyObject *module, PyObject *args)
 {
+    PyObject *value, *known = NULL;
+    if (!PyArg_ParseTuple(args, "O|O!:dumps", &value, &PyDict_Type, &known))
+        return NULL;
     Buf b = {PyBytes_FromStringAndSize(NULL, 256), NULL, 0, 256};
     if (b.bytes == NULL)
         return NULL;
     b.p = PyBytes_AS_STRING(b.bytes);
-    int rc = encode(&b, value, 0);
+    int rc = (known != NULL && PyDict_CheckExact(value)) ? write_dict(&b, value, 0, known)
+                                                          : encode(&b, value, 0);
     if (rc != OK) {
         Py_DECREF(b.bytes);
         if (rc == FAILED)
@@ -505,10 +544,11 @@ static PyObject *dumps(PyObject *module, PyObject *value)
 }
 
 static PyMethodDef methods[] = {
-    {"dumps", dumps, METH_O,
-     "dumps(value) -> bytes | None\n\naioc's canonical JSON of a JSON-sourced value, UTF-8 "
-     "encoded; None when the value needs the Python path (subclasses, other types, deep "
-     "nesting)."},
+    {"dumps", dumps, METH_VARARGS,
+     "dumps(value, known=None) -> bytes | None\n\naioc's canonical JSON of a JSON-sourced "
+     "value, UTF-8 encoded; None when the value needs the Python path (subclasses, other "
+     "types, deep nesting). known: for a dict value, {key: bytes} of members whose canonical "
+     "JSON is already known (written as given)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -34,6 +34,7 @@ __all__ = [
     "BACKEND",
     "JSONParseError",
     "canonical_bytes",
+    "canonical_bytes_reusing",
     "canonical_json",
     "canonical_json_exact",
     "canonical_object_bytes",
@@ -297,6 +298,20 @@ def canonical_bytes(value: Any, *, fast_only: bool = False) -> bytes | None:
     if out is not None or fast_only:
         return out
     return canonical_json_exact(value).encode("utf-8")
+
+
+def canonical_bytes_reusing(value: dict, known: dict[str, bytes]) -> bytes:
+    """:func:`canonical_bytes` of the object ``value``, taking ``known[key]`` as the canonical JSON
+    of its member ``key`` (so a record's items, already printed one by one, are not printed
+    again)."""
+    if _c_dumps is not None and (out := _c_dumps(value, known)) is not None:
+        return out
+    whole = _fast(value)  # one orjson call is cheaper than joining the parts
+    if whole is not None:
+        return whole
+    return canonical_object_bytes(
+        {key: known[key] if key in known else canonical_bytes(v) for key, v in value.items()}
+    )
 
 
 def canonical_object_bytes(members: dict[str, bytes]) -> bytes:

@@ -13,6 +13,7 @@ from recstore import canonical
 from recstore.canonical import (
     JSONParseError,
     canonical_bytes,
+    canonical_bytes_reusing,
     canonical_json,
     canonical_json_exact,
     js_number,
@@ -138,3 +139,18 @@ def test_fast_path_never_returns_what_orjson_prints_differently(value):
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_every_float_matches_the_exact_path(x):
     assert canonical_json([x, {"k": x}]) == canonical_json_exact([x, {"k": x}])
+
+
+@given(st.dictionaries(st.sampled_from(["items", "__proto__", "9", "a"]) | st.text(max_size=4),
+                       json_values, max_size=6))
+def test_reusing_known_members_prints_the_whole(value):
+    known = {key: canonical_bytes(v) for key, v in list(value.items())[:2]}
+    assert canonical_bytes_reusing(value, known) == canonical_bytes(value)
+
+
+def test_record_hash_reuses_the_items_canonical_json(aioc_records, expected_aioc):
+    from recstore.store.prepare import record_hash
+
+    got = {name: record_hash(r, [canonical_bytes(i) for i in r["items"]]).hex()
+           for name, r in aioc_records.items()}
+    assert got == expected_aioc["recordCanonicalSha256"]
