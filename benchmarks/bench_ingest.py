@@ -150,15 +150,22 @@ def phase_ingest(corpus: Path, db: Path) -> dict:
 
 
 def profile_ingest(corpus: Path, db: Path) -> None:
-    """Where the time goes: the top functions by own time for one ingest."""
+    """Where the time goes: the top functions by own time for one ingest, in one process (no
+    worker processes, so the profile sees the workers' share too), then the cumulative time of
+    the main steps."""
     from recstore.store import Store
 
     profiler = cProfile.Profile()
     profiler.enable()
-    Store(db).ingest([str(corpus)])
+    Store(db).ingest([str(corpus)], workers=0)
     profiler.disable()
     stats = pstats.Stats(profiler, stream=sys.stdout)
     stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(
+        r"prepare\.py.*\((prepare|record_hash)\)|canonical\.py.*\(canonical_bytes|"
+        r"projection\.py.*\(project_record\)|reader\.py.*\(parse_input\)|"
+        r"events\.py.*\(record_to_events\)|aioc\.py.*\(validate_run_record\)|"
+        r"ingest\.py.*\(ingest_sources\)|chain\.py.*\(line_digest\)")
 
 
 def _child(args: list[str]) -> dict:
