@@ -140,16 +140,24 @@ static inline void put_utf8(Buf *b, Py_UCS4 c)
 }
 
 /* One loop per string kind (the compiler specialises each; PyUnicode_READ would branch on the
- * kind for every code point). */
+ * kind for every code point), over blocks of BLOCK code points: 4 bytes of UTF-8 at most per
+ * code point, and an escape (6) only replaces a 1- or 3-byte one, so 6 bytes per code point of
+ * a block always suffice, and a long string never reserves 6 times its length at once. */
+#define BLOCK 4096
 #define WRITE_WIDE(TYPE)                                                                   \
     do {                                                                                   \
         const TYPE *s = (const TYPE *)data;                                                \
-        for (Py_ssize_t i = 0; i < n; i++) {                                               \
-            Py_UCS4 c = s[i];                                                              \
-            if (c < 0x80 ? needs_escape(c) : (c >= 0xD800 && c <= 0xDFFF))                 \
-                put_escape(b, c);                                                          \
-            else                                                                           \
-                put_utf8(b, c);                                                            \
+        for (Py_ssize_t start = 0; start < n; start += BLOCK) {                            \
+            Py_ssize_t end = n - start < BLOCK ? n : start + BLOCK;                        \
+            if (buf_reserve(b, 6 * (end - start) + 1) < 0)                                 \
+                return FAILED;                                                             \
+            for (Py_ssize_t i = start; i < end; i++) {                                     \
+                Py_UCS4 c = s[i];                                                          \
+                if (c < 0x80 ? needs_escape(c) : (c >= 0xD800 && c <= 0xDFFF))             \
+                    put_escape(b, c);                                                      \
+                else                                                                       \
+                    put_utf8(b, c);                                                        \
+            }                                                                              \
         }                                                                                  \
     } while (0)
 
@@ -160,13 +168,7 @@ static int write_string(Buf *b, PyObject *s)
         return write_ascii(b, PyUnicode_1BYTE_DATA(s), n);
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
-    /* 4 bytes of UTF-8 at most per code point; an escape (6) only replaces a 1- or 3-byte one,
-     * so 6 per code point always suffices */
-    if (n > (PY_SSIZE_T_MAX - 2) / 6) {
-        PyErr_NoMemory();
-        return FAILED;
-    }
-    if (buf_reserve(b, 6 * n + 2) < 0)
+    if (buf_reserve(b, 1) < 0)
         return FAILED;
     put(b, '"');
     if (kind == PyUnicode_1BYTE_KIND)
@@ -175,6 +177,8 @@ static int write_string(Buf *b, PyObject *s)
         WRITE_WIDE(Py_UCS2);
     else
         WRITE_WIDE(Py_UCS4);
+    if (buf_reserve(b, 1) < 0)
+        return FAILED;
     put(b, '"');
     return OK;
 }
@@ -523,6 +527,7 @@ static int encode(Buf *b, PyObject *v, int depth)
 
 static PyObject *dumps(PyObject *module, PyObject *args)
 {
+    (void)module;
     PyObject *value, *known = NULL;
     if (!PyArg_ParseTuple(args, "O|O!:dumps", &value, &PyDict_Type, &known))
         return NULL;

@@ -189,3 +189,11 @@ def test_what_c_leaves_to_python_behaves_as_python(value):
             canonical.canonical_json(value)
     else:
         assert canonical.canonical_json(value) == expected
+
+
+@needs_c
+@pytest.mark.parametrize("unit", ["é", "\u4e00", "\U0001f600", "\ud800", "\n", "a"])
+@pytest.mark.parametrize("length", [4095, 4096, 4097, 3 * 4096 + 5])
+def test_long_strings_across_the_encoders_blocks(unit, length):
+    text = "é" + unit * (length - 1)  # never ASCII-only: the wide loop, block by block
+    assert c_dumps({"k": text, "é": [text]}) == _python_bytes({"k": text, "é": [text]})
