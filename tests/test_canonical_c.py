@@ -197,3 +197,19 @@ def test_what_c_leaves_to_python_behaves_as_python(value):
 def test_long_strings_across_the_encoders_blocks(unit, length):
     text = "é" + unit * (length - 1)  # never ASCII-only: the wide loop, block by block
     assert c_dumps({"k": text, "é": [text]}) == _python_bytes({"k": text, "é": [text]})
+
+
+@needs_c
+@settings(max_examples=60)
+@given(st.integers(0, 700), json_values)
+def test_c_equals_python_at_any_depth(depth, leaf):
+    value = _nested(depth, leaf)
+    try:
+        expected = _python_bytes(value)
+    except RecursionError:  # too deep for the Python reference: then both paths refuse
+        assert c_dumps(value) is None
+        with pytest.raises(RecursionError):
+            canonical_bytes(value)
+        return
+    assert c_dumps(value) in (expected, None)  # None: deeper than the C limit, Python prints it
+    assert canonical_bytes(value) == expected
