@@ -19,6 +19,13 @@ threads, and child processes), floor and recstore interleaved ``--repeat`` times
 printed. Ratios are recstore throughput / floor throughput (>= 0.5 is the aim) and recstore
 file / floor file (<= 2 is the aim).
 
+A second table splits recstore's CPU between the writer (the ingesting process: reading, placing,
+DuckDB's inserts and commits) and the worker processes that prepare records (parse, validate,
+canonical JSON, hashes, projections), per record, and the throughput that split implies on more
+cores: ``min(1 / writer, cores / (writer + workers))`` records per CPU-second. The writer is one
+process, so ``1 / writer`` bounds ingest however many cores prepare records; the second term is
+every core busy. With no worker processes (a small input), the writer prepares records itself.
+
 Run: python benchmarks/bench_ingest.py [--sizes 6000,60000,200000] [--repeat 3] [--profile N]
 """
 
@@ -112,29 +119,53 @@ def phase_hash(corpus: Path, db: Path) -> dict:
     return {"seconds": time.perf_counter() - start, "rows": rows, **_usage()}
 
 
-def phase_ingest(corpus: Path, db: Path) -> dict:
-    from recstore.store import Store
+def _cpu_split() -> tuple[float, float]:
+    """CPU seconds (user + system) of this process and of its ended child processes."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
+
+def phase_ingest(corpus: Path, db: Path) -> dict:
+    from recstore.canonical import BACKEND
+    from recstore.store import Store
+    from recstore.store.prepare import default_workers
+
+    workers = default_workers(corpus.stat().st_size)  # what Store.ingest would choose
+    writer_before, workers_before = _cpu_split()
     start = time.perf_counter()
-    summary = Store(db).ingest([str(corpus)])
+    summary = Store(db).ingest([str(corpus)], workers=workers)
+    seconds = time.perf_counter() - start
+    writer_after, workers_after = _cpu_split()  # the pool's workers have ended (and are reaped)
     return {
-        "seconds": time.perf_counter() - start,
+        "seconds": seconds,
         "rows": summary.accepted,
         "rejected": summary.rejected,
+        "workers": workers,
+        "backend": BACKEND,
+        "writer_cpu": writer_after - writer_before,
+        "worker_cpu": workers_after - workers_before,
         **_usage(),
     }
 
 
 def profile_ingest(corpus: Path, db: Path) -> None:
-    """Where the time goes: the top functions by own time for one ingest."""
+    """Where the time goes: the top functions by own time for one ingest, in one process (no
+    worker processes, so the profile sees the workers' share too), then the cumulative time of
+    the main steps."""
     from recstore.store import Store
 
     profiler = cProfile.Profile()
     profiler.enable()
-    Store(db).ingest([str(corpus)])
+    Store(db).ingest([str(corpus)], workers=0)
     profiler.disable()
     stats = pstats.Stats(profiler, stream=sys.stdout)
     stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(
+        r"prepare\.py.*\((prepare|record_hash)\)|canonical\.py.*\(canonical_bytes|"
+        r"projection\.py.*\(project_record\)|reader\.py.*\(parse_input\)|"
+        r"events\.py.*\(record_to_events\)|aioc\.py.*\(validate_run_record\)|"
+        r"ingest\.py.*\(ingest_sources\)|chain\.py.*\(line_digest\)")
 
 
 def _child(args: list[str]) -> dict:
@@ -177,7 +208,33 @@ def measure(work: Path, n: int, repeat: int) -> dict:
     row["hash_wall_ratio"] = row["floor_seconds"] / row["hash_seconds"]
     row["hash_cpu_ratio"] = row["floor_cpu"] / row["hash_cpu"]
     row["bytes_ratio"] = row["recstore_bytes"] / row["floor_bytes"]
+    row["writer_us"] = _median(ours, "writer_cpu") / n * 1e6
+    row["worker_us"] = _median(ours, "worker_cpu") / n * 1e6
+    row["workers"] = ours[0]["workers"]
+    row["backend"] = ours[0]["backend"]
     return row
+
+
+CORES = (2, 8, 16)
+
+
+def implied_throughput(writer_us: float, worker_us: float, cores: int) -> float:
+    """Records/s the CPU split allows on ``cores``: the one writer's bound, or all cores busy."""
+    return min(1e6 / writer_us, cores * 1e6 / (writer_us + worker_us))
+
+
+def print_cpu_split(rows: list[dict]) -> None:
+    header = (f"{'records':>8} {'workers':>7} {'canonical':>9} | {'writer us/rec':>13} "
+              f"{'workers us/rec':>14} | "
+              + " ".join(f"{f'{c} cores rec/s':>15}" for c in CORES))
+    print("\nCPU per record: the writer vs the worker processes, and the throughput implied")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        implied = " ".join(f"{implied_throughput(r['writer_us'], r['worker_us'], c):>15,.0f}"
+                           for c in CORES)
+        print(f"{r['n']:>8,} {r['workers']:>7} {r['backend']:>9} | {r['writer_us']:>13,.0f} "
+              f"{r['worker_us']:>14,.0f} | {implied}")
 
 
 PHASES = {"floor": phase_floor, "hash": phase_hash, "ingest": phase_ingest}
@@ -200,7 +257,7 @@ def main() -> None:
 
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"ingest vs DuckDB read_ndjson_objects (medians of {args.repeat} interleaved runs, "
-          f"{os.cpu_count()} cores)")
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f})")
     header = (f"{'records':>8} {'NDJSON MB':>9} | {'rec/s':>7} {'floor rec/s':>11} "
               f"{'wall ratio':>10} {'CPU ratio':>9} | {'B/run':>6} {'floor B/run':>11} "
               f"{'bytes ratio':>11} | {'peak RSS MB':>11} {'floor RSS':>9} | "
@@ -222,6 +279,7 @@ def main() -> None:
             first, last = rows[0], rows[-1]
             change = (last["n"] / last["recstore_seconds"]) / (first["n"] / first["recstore_seconds"])
             print(f"throughput {last['n']:,} vs {first['n']:,} records: {change:.2f}x")
+        print_cpu_split(rows)
         if args.profile:
             corpus = Path(tmp) / "profile.ndjson"
             write_corpus(corpus, args.profile)

@@ -6,6 +6,11 @@ JavaScript differs from Python's ``json.dumps(sort_keys=True)`` in five ways tha
 by UTF-16 code units, ``__proto__`` is dropped, numbers use ECMAScript ``Number::toString`` and
 lone surrogates are escaped. Everything below exists to reproduce exactly those rules.
 
+Two backends print the same bytes: the C extension ``recstore._canonical`` (built by
+``pip install`` when a compiler is there) and the pure-Python path (orjson plus the exact
+reference below). :data:`BACKEND` says which one runs (``"c"`` or ``"python"``); the
+environment variable ``RECSTORE_PURE_PYTHON=1`` forces the pure-Python path.
+
 Example:
     >>> canonical_json({"b": 1.0, "a": [1e21, 1e-7], "10": 0, "9": -0.0})
     '{"9":0,"10":0,"a":[1e+21,1e-7],"b":1}'
@@ -18,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Callable
 from typing import Any, Literal, overload
@@ -25,8 +31,10 @@ from typing import Any, Literal, overload
 import orjson
 
 __all__ = [
+    "BACKEND",
     "JSONParseError",
     "canonical_bytes",
+    "canonical_bytes_reusing",
     "canonical_json",
     "canonical_json_exact",
     "canonical_object_bytes",
@@ -44,6 +52,22 @@ _INDEX_KEY = re.compile(r"(?:0|[1-9][0-9]*)\Z")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _dump_string = json.JSONEncoder(ensure_ascii=False).encode
 KeyOrder = Callable[[list[str]], list[str]]
+
+
+def _c_encoder() -> Callable[[Any], bytes | None] | None:
+    """The C encoder's ``dumps`` (None for a value it leaves to Python), or None when it is not
+    built or ``RECSTORE_PURE_PYTHON`` is set to anything but ``""``/``"0"``."""
+    if os.environ.get("RECSTORE_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from recstore._canonical import dumps
+    except ImportError:
+        return None
+    return dumps
+
+
+_c_dumps = _c_encoder()
+BACKEND: Literal["c", "python"] = "python" if _c_dumps is None else "c"
 
 
 class JSONParseError(ValueError):
@@ -268,10 +292,26 @@ def canonical_bytes(value: Any, *, fast_only: bool = False) -> bytes | None:
 
     ``fast_only`` returns None instead of taking the exact path (for callers that can build the
     text from smaller parts, so only the part that needs it pays for the exact path)."""
+    if _c_dumps is not None and (out := _c_dumps(value)) is not None:
+        return out
     out = _fast(value)
     if out is not None or fast_only:
         return out
     return canonical_json_exact(value).encode("utf-8")
+
+
+def canonical_bytes_reusing(value: dict, known: dict[str, bytes]) -> bytes:
+    """:func:`canonical_bytes` of the object ``value``, taking ``known[key]`` as the canonical JSON
+    of its member ``key`` (so a record's items, already printed one by one, are not printed
+    again)."""
+    if _c_dumps is not None and (out := _c_dumps(value, known)) is not None:
+        return out
+    whole = _fast(value)  # one orjson call is cheaper than joining the parts
+    if whole is not None:
+        return whole
+    return canonical_object_bytes(
+        {key: known[key] if key in known else canonical_bytes(v) for key, v in value.items()}
+    )
 
 
 def canonical_object_bytes(members: dict[str, bytes]) -> bytes:
@@ -283,6 +323,8 @@ def canonical_object_bytes(members: dict[str, bytes]) -> bytes:
 
 def canonical_json(value: Any) -> str:
     """aioc's canonical JSON of a JSON-sourced value (dict/list/str/int/float/bool/None)."""
+    if _c_dumps is not None and (out := _c_dumps(value)) is not None:
+        return out.decode("utf-8")
     out = _fast(value)
     return out.decode("utf-8") if out is not None else canonical_json_exact(value)
 

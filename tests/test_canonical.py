@@ -1,4 +1,5 @@
-"""Canonical JSON and hashes against aioc's own outputs, plus invariants."""
+"""Canonical JSON and hashes against aioc's own outputs, plus invariants, on both backends (the C
+extension when it is built, and the pure-Python path)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from recstore import canonical
 from recstore.canonical import (
     JSONParseError,
     canonical_bytes,
+    canonical_bytes_reusing,
     canonical_json,
     canonical_json_exact,
     js_number,
@@ -20,6 +23,22 @@ from recstore.canonical import (
 )
 
 from .conftest import AIOC_FIXTURES
+
+try:
+    from recstore._canonical import dumps as c_dumps
+except ImportError:
+    c_dumps = None
+
+
+@pytest.fixture(scope="module", autouse=True, params=["c", "python"])
+def backend(request):
+    """Every test of this module once per backend (module-scoped: hypothesis allows it)."""
+    if request.param == "c" and c_dumps is None:
+        pytest.skip("the C extension is not built")
+    saved = canonical._c_dumps
+    canonical._c_dumps = c_dumps if request.param == "c" else None
+    yield request.param
+    canonical._c_dumps = saved
 
 
 def test_all_dev_cases_match_aioc():
@@ -120,3 +139,18 @@ def test_fast_path_never_returns_what_orjson_prints_differently(value):
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_every_float_matches_the_exact_path(x):
     assert canonical_json([x, {"k": x}]) == canonical_json_exact([x, {"k": x}])
+
+
+@given(st.dictionaries(st.sampled_from(["items", "__proto__", "9", "a"]) | st.text(max_size=4),
+                       json_values, max_size=6))
+def test_reusing_known_members_prints_the_whole(value):
+    known = {key: canonical_bytes(v) for key, v in list(value.items())[:2]}
+    assert canonical_bytes_reusing(value, known) == canonical_bytes(value)
+
+
+def test_record_hash_reuses_the_items_canonical_json(aioc_records, expected_aioc):
+    from recstore.store.prepare import record_hash
+
+    got = {name: record_hash(r, [canonical_bytes(i) for i in r["items"]]).hex()
+           for name, r in aioc_records.items()}
+    assert got == expected_aioc["recordCanonicalSha256"]

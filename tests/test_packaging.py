@@ -103,3 +103,31 @@ def test_license_file_is_the_license_pyproject_declares():
     assert heading == ["Apache License", "Version 2.0, January 2004"]
     assert text.rstrip().endswith("limitations under the License.")
     assert "9. Accepting Warranty or Additional Liability." in text  # the full terms, not a notice
+
+
+CANONICAL_PROBE = ("import recstore.canonical as c; "
+                   "print(c.BACKEND, c.canonical_json({'b': 1.0, '10': -0.0, '9': [1e21]}))")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="no C compiler on this machine")
+def test_an_install_with_a_compiler_runs_the_c_extension(target: Path, tmp_path: Path):
+    assert list((target / "recstore").glob("_canonical*.so"))
+    probe = _isolated(target, "-c", CANONICAL_PROBE, cwd=tmp_path)
+    assert probe.stdout.split() == ["c", '{"9":[1e+21],"10":0,"b":1}']
+
+
+@pytest.mark.slow
+def test_an_install_without_a_compiler_runs_the_python_path(tmp_path: Path):
+    source = tmp_path / "src"
+    shutil.copytree(REPO_ROOT, source, ignore=NOT_BUILT)
+    target = tmp_path / "target"
+    env = {**os.environ, "CC": str(tmp_path / "no-such-compiler")}
+    built = _run(sys.executable, "-m", "pip", "install", "-v", "--no-deps",
+                 "--no-build-isolation", "--target", target, source, cwd=tmp_path, env=env)
+    warnings = [line for line in built.stdout.splitlines() + built.stderr.splitlines()
+                if "C extension not built" in line]
+    assert len(warnings) == 1 and "pure-Python path" in warnings[0]
+    assert not list((target / "recstore").glob("_canonical*"))
+    probe = _isolated(target, "-c", CANONICAL_PROBE, cwd=tmp_path)
+    assert probe.stdout.split() == ["python", '{"9":[1e+21],"10":0,"b":1}']

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
-from recstore.canonical import canonical_bytes, canonical_object_bytes, json_type_name
+from recstore.canonical import canonical_bytes, canonical_bytes_reusing, json_type_name
 from recstore.errors import InputError
 from recstore.formats.aioc import validate_run_record
 from recstore.formats.events import record_to_events
@@ -57,15 +57,9 @@ def run_key_for(fmt: str, run_id: str) -> str:
 
 def record_hash(record: dict, item_canons: list[bytes]) -> bytes:
     """sha256 of aioc's canonical JSON of ``record`` (32 bytes), reusing its items' canonical
-    JSON when the whole record cannot take the fast path in one piece."""
-    whole = canonical_bytes(record, fast_only=True)
-    if whole is None:
-        members = {
-            key: (b"[" + b",".join(item_canons) + b"]") if key == "items" else canonical_bytes(v)
-            for key, v in record.items()
-        }
-        whole = canonical_object_bytes(members)
-    return hashlib.sha256(whole).digest()
+    JSON."""
+    items = b"[" + b",".join(item_canons) + b"]"
+    return hashlib.sha256(canonical_bytes_reusing(record, {"items": items})).digest()
 
 
 @dataclass(slots=True)

@@ -1,0 +1,215 @@
+"""The C encoder (recstore._canonical) prints the same bytes as the Python reference and as aioc:
+its backend switch, the fixtures (the 3,000 canonical cases, every fixture and dev-corpus record
+hash), a property over random JSON values, and what it leaves to the Python path."""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recstore import canonical
+from recstore.canonical import canonical_bytes, canonical_json_exact, loads_strict
+
+from .conftest import AIOC_FIXTURES, CORPUS_DEV, REPO_ROOT, read_ndjson_gz
+
+try:
+    from recstore._canonical import dumps as c_dumps
+except ImportError:  # no compiler at install time: the pure-Python path is the only one
+    c_dumps = None
+
+needs_c = pytest.mark.skipif(c_dumps is None, reason="the C extension is not built")
+
+
+def _backend(env: dict[str, str]) -> str:
+    return subprocess.run(
+        [sys.executable, "-c", "import recstore.canonical as c; print(c.BACKEND)"],
+        capture_output=True, text=True, check=True, env=env, cwd=REPO_ROOT, timeout=120,
+    ).stdout.strip()
+
+
+def test_the_environment_switch_forces_the_python_path():
+    base = {k: v for k, v in os.environ.items() if k != "RECSTORE_PURE_PYTHON"}
+    assert _backend({**base, "RECSTORE_PURE_PYTHON": "1"}) == "python"
+    assert _backend({**base, "RECSTORE_PURE_PYTHON": "0"}) == ("python" if c_dumps is None else "c")
+
+
+@pytest.mark.skipif(not (os.environ.get("CI") and shutil.which("gcc")),
+                    reason="only in CI with a compiler (there the extension must be built)")
+def test_ci_builds_and_uses_the_c_extension():
+    assert c_dumps is not None, "gcc is present but pip install did not build recstore._canonical"
+    forced = os.environ.get("RECSTORE_PURE_PYTHON", "") not in ("", "0")
+    assert canonical.BACKEND == ("python" if forced else "c")
+
+
+def _python_bytes(value) -> bytes:
+    return canonical_json_exact(value).encode("utf-8")
+
+
+@needs_c
+def test_the_3000_canonical_cases_match_aioc_and_python():
+    mismatches = []
+    with open(AIOC_FIXTURES / "canonical-cases-dev.jsonl", encoding="utf-8") as fh:
+        cases = [json.loads(line) for line in fh]
+    assert len(cases) == 3000
+    for case in cases:
+        value = loads_strict(case["text"])
+        out = c_dumps(value)
+        if (out != case["canonical"].encode("utf-8") or out != _python_bytes(value)
+                or hashlib.sha256(out).hexdigest() != case["hash"]):
+            mismatches.append(case["text"][:80])
+    assert mismatches == []
+
+
+@needs_c
+def test_fixture_and_corpus_record_hashes_match_aioc(aioc_records, expected_aioc):
+    got = {name: hashlib.sha256(c_dumps(r)).hexdigest() for name, r in aioc_records.items()}
+    assert got == expected_aioc["recordCanonicalSha256"]
+    oracle = read_ndjson_gz(CORPUS_DEV / "oracle-hashes.ndjson.gz")
+    expected = {(r["set"], r["runId"]): r["recordCanonicalSha256"] for r in oracle}
+    corpus = {
+        "baseline": read_ndjson_gz(CORPUS_DEV / "corpus-baseline.ndjson.gz"),
+        "candidate": read_ndjson_gz(CORPUS_DEV / "corpus-candidate.ndjson.gz"),
+        "replay": [r["replayRunRecord"]
+                   for r in read_ndjson_gz(CORPUS_DEV / "corpus-replays.ndjson.gz")],
+    }
+    actual = {(name, r["runId"]): hashlib.sha256(c_dumps(r)).hexdigest()
+              for name, records in corpus.items() for r in records}
+    assert len(actual) == len(expected) == 1320
+    assert actual == expected
+
+
+# Strings: any code point, lone surrogates included (Python strings can hold them, json.loads
+# makes them from \udXXX escapes), non-BMP characters and the characters JSON escapes.
+characters = st.one_of(
+    st.characters(),
+    st.integers(0xD800, 0xDFFF).map(chr),
+    st.integers(0x10000, 0x10FFFF).map(chr),
+    st.sampled_from('"\\\b\f\n\r\t\x00\x1f\x7f\u2028\u2029/\ue000\uff61\uffff'),
+)
+strings = st.text(characters, max_size=8)
+keys = st.one_of(
+    strings,
+    st.sampled_from(["__proto__", "0", "9", "10", "01", "-1", "1.5", "4294967294", "4294967295",
+                     "\U0001f600", "\uff61", "\ud83d", "\ud83d\ude00"]),
+    st.integers(0, 2**33).map(str),
+)
+numbers = st.one_of(
+    st.integers(),
+    st.integers(-(2**80), 2**80),
+    st.integers(2**1023, 2**1100),  # beyond the double range: null
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([-0.0, 0.0, 1e21, 1e20, 1e-7, 1e-6, 5e-324, -5e-324, 1.7976931348623157e308,
+                     2.0**53, 2.0**53 + 2, -(2.0**53), 9007199254740993, 123e-20, 0.1]),
+)
+json_values = st.recursive(
+    st.none() | st.booleans() | numbers | strings,
+    lambda children: st.lists(children, max_size=5)
+    | st.dictionaries(keys, children, max_size=6),
+    max_leaves=40,
+)
+
+
+def _shuffled_keys(value, rnd):
+    if isinstance(value, dict):
+        items = [(k, _shuffled_keys(v, rnd)) for k, v in value.items()]
+        rnd.shuffle(items)
+        return dict(items)
+    if isinstance(value, list):
+        return [_shuffled_keys(v, rnd) for v in value]
+    return value
+
+
+@needs_c
+@settings(max_examples=400)
+@given(json_values, st.randoms())
+def test_c_equals_python_on_random_json(value, rnd):
+    assert c_dumps(value) == _python_bytes(value)
+    # in any key order (not always the same text: keys whose UTF-16 forms are equal, such as
+    # "\U0001f600" and "\ud83d\ude00", keep their dict order in both paths)
+    shuffled = _shuffled_keys(value, rnd)
+    assert c_dumps(shuffled) == _python_bytes(shuffled)
+
+
+def _nested(depth: int, leaf) -> list | dict:
+    value = leaf
+    for i in range(depth):
+        value = [value] if i % 2 else {"k": value, "__proto__": 1}
+    return value
+
+
+@needs_c
+@pytest.mark.parametrize("depth", [1, 100, 512])
+def test_nesting_within_the_limit_is_encoded_in_c(depth):
+    value = _nested(depth, -0.0)
+    assert c_dumps(value) == _python_bytes(value)
+
+
+@needs_c
+@pytest.mark.parametrize("depth", [513, 900, 200_000])
+def test_deeper_nesting_is_left_to_the_python_path(depth):
+    value = _nested(depth, 1e21)
+    assert c_dumps(value) is None  # and the C stack is untouched however deep the value
+    try:
+        expected = _python_bytes(value)
+    except RecursionError:
+        with pytest.raises(RecursionError):
+            canonical_bytes(value)
+    else:
+        assert canonical_bytes(value) == expected
+
+
+class Colour(enum.IntEnum):
+    RED = 1
+
+
+class Text(str):
+    pass
+
+
+@needs_c
+@pytest.mark.parametrize("value", [
+    Colour.RED, Text("x"), {"a": Text("x")}, [1, {2: "int key"}], {1.5: 1}, {"a": {1, 2}},
+    b"bytes", object(),
+], ids=repr)
+def test_what_c_leaves_to_python_behaves_as_python(value):
+    assert c_dumps(value) is None
+    try:
+        expected = canonical_json_exact(value)
+    except TypeError:
+        with pytest.raises(TypeError):
+            canonical.canonical_json(value)
+    else:
+        assert canonical.canonical_json(value) == expected
+
+
+@needs_c
+@pytest.mark.parametrize("unit", ["é", "\u4e00", "\U0001f600", "\ud800", "\n", "a"])
+@pytest.mark.parametrize("length", [4095, 4096, 4097, 3 * 4096 + 5])
+def test_long_strings_across_the_encoders_blocks(unit, length):
+    text = "é" + unit * (length - 1)  # never ASCII-only: the wide loop, block by block
+    assert c_dumps({"k": text, "é": [text]}) == _python_bytes({"k": text, "é": [text]})
+
+
+@needs_c
+@settings(max_examples=60)
+@given(st.integers(0, 700), json_values)
+def test_c_equals_python_at_any_depth(depth, leaf):
+    value = _nested(depth, leaf)
+    try:
+        expected = _python_bytes(value)
+    except RecursionError:  # too deep for the Python reference: then both paths refuse
+        assert c_dumps(value) is None
+        with pytest.raises(RecursionError):
+            canonical_bytes(value)
+        return
+    assert c_dumps(value) in (expected, None)  # None: deeper than the C limit, Python prints it
+    assert canonical_bytes(value) == expected
