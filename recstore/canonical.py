@@ -54,7 +54,11 @@ _dump_string = json.JSONEncoder(ensure_ascii=False).encode
 KeyOrder = Callable[[list[str]], list[str]]
 
 
-def _c_encoder() -> Callable[[Any], bytes | None] | None:
+# dumps(value, known=None): canonical JSON bytes, or None for a value left to Python
+_CDumps = Callable[..., "bytes | None"]
+
+
+def _c_encoder() -> _CDumps | None:
     """The C encoder's ``dumps`` (None for a value it leaves to Python), or None when it is not
     built or ``RECSTORE_PURE_PYTHON`` is set to anything but ``""``/``"0"``."""
     if os.environ.get("RECSTORE_PURE_PYTHON", "") not in ("", "0"):
@@ -63,7 +67,8 @@ def _c_encoder() -> Callable[[Any], bytes | None] | None:
         from recstore._canonical import dumps
     except ImportError:
         return None
-    return dumps
+    encoder: _CDumps = dumps
+    return encoder
 
 
 _c_dumps = _c_encoder()
@@ -300,7 +305,7 @@ def canonical_bytes(value: Any, *, fast_only: bool = False) -> bytes | None:
     return canonical_json_exact(value).encode("utf-8")
 
 
-def canonical_bytes_reusing(value: dict, known: dict[str, bytes]) -> bytes:
+def canonical_bytes_reusing(value: dict[str, Any], known: dict[str, bytes]) -> bytes:
     """:func:`canonical_bytes` of the object ``value``, taking ``known[key]`` as the canonical JSON
     of its member ``key`` (so a record's items, already printed one by one, are not printed
     again)."""

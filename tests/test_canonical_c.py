@@ -179,7 +179,7 @@ class Text(str):
 @pytest.mark.parametrize("value", [
     Colour.RED, Text("x"), {"a": Text("x")}, [1, {2: "int key"}], {1.5: 1}, {"a": {1, 2}},
     b"bytes", object(),
-], ids=repr)
+], ids=lambda value: type(value).__name__ if type(value) is object else repr(value))
 def test_what_c_leaves_to_python_behaves_as_python(value):
     assert c_dumps(value) is None
     try:
