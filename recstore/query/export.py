@@ -30,7 +30,7 @@ import duckdb
 from sqlglot import exp
 
 from recstore.errors import InputError
-from recstore.files import owner_only_umask, private_dir, private_open
+from recstore.files import EXPORT_MANIFEST, owner_only_umask, private_dir, write_output
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.query.views import Catalog, View, layout_catalog
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from recstore.store import Store
 
 PARTITION_COLUMN = "day"
-MANIFEST = "recstore-export.json"
+MANIFEST = EXPORT_MANIFEST
 MANIFEST_FORMAT = "recstore-export/1"
 _SPARK_CASTS = {"UUID": "VARCHAR", "JSON": "VARCHAR", "HUGEINT": "DOUBLE", "UHUGEINT": "DOUBLE",
                 "UBIGINT": "DECIMAL(20, 0)", "UINTEGER": "BIGINT", "USMALLINT": "INTEGER",
@@ -162,8 +162,8 @@ def _kind(path: Path) -> str:
 def _write_manifest(directory: Path, fields: dict) -> None:
     document = {"format": MANIFEST_FORMAT, **fields,
                 "written_at": datetime.now(UTC).isoformat(timespec="seconds")}
-    with private_open(directory / MANIFEST, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(document, indent=2) + "\n")
+    text = json.dumps(document, indent=2) + "\n"
+    write_output(directory / MANIFEST, lambda fh: fh.write(text), owned=True)
 
 
 def _export_view(con: duckdb.DuckDBPyConnection, catalog: Catalog, view: View,

@@ -25,7 +25,7 @@ import duckdb
 import pyarrow as pa
 
 from recstore.errors import InputError, NotFoundError
-from recstore.files import owner_only_umask
+from recstore.files import owner_only_umask, protect_store_files
 from recstore.formats.events import Event, events_to_record
 from recstore.formats.jsontext import dumps_json, loads_json
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES, RawInput, iter_sources
@@ -137,6 +137,7 @@ class Store:
                  lock_timeout: float | None = None,
                  on_lock_wait: Callable[[str], None] | None = None):
         self.path = Path(path or os.environ.get("RECSTORE_DB") or DEFAULT_DB)
+        protect_store_files(self.path)  # no output of this process may replace it
         self.lock_timeout = db.lock_timeout_from_env() if lock_timeout is None else lock_timeout
         self.on_lock_wait = on_lock_wait
 
