@@ -41,7 +41,8 @@ EXPORT_MANIFEST = "recstore-export.json"
 
 T = TypeVar("T")
 
-__all__ = ["DIR_MODE", "EXPORT_MANIFEST", "FILE_MODE", "check_output_path", "file_error", "os_errors_as_input",
+__all__ = ["DIR_MODE", "EXPORT_MANIFEST", "FILE_MODE", "check_output_path", "file_error", "is_disk_problem",
+           "os_errors_as_input",
            "owned_file", "owner_only_umask", "private_dir", "private_open", "private_tree",
            "protect_store_files", "write_output", "write_private_text"]
 
@@ -185,14 +186,24 @@ _PROBLEMS = {
 }
 
 
-def file_error(exc: OSError, path: str | os.PathLike) -> InputError:
-    """``exc`` (raised writing or creating ``path``) as one line naming the file and the
-    problem; a full disk or quota also names the mount point of the file system."""
-    code = exc.errno if exc.errno is not None else _errno_in_text(str(exc))
-    problem = _PROBLEMS.get(code) or exc.strerror or str(exc) or type(exc).__name__
+def file_error(exc: BaseException, path: str | os.PathLike) -> InputError:
+    """``exc`` (an ``OSError`` raised writing or creating ``path``, or DuckDB's error text of
+    one) as one line naming the file and the problem; a full disk or quota also names the
+    mount point of the file system."""
+    code = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
+    code = code or _errno_in_text(str(exc))
+    problem = (_PROBLEMS.get(code) if code else None) or getattr(exc, "strerror", None) \
+        or str(exc).split("\n", 1)[0] or type(exc).__name__
     if code in (errno.ENOSPC, errno.EDQUOT):
         problem += f" ({_mount_point(path)} is full); free some space and retry"
     return InputError(f"cannot write: {problem}", source=str(path))
+
+
+def is_disk_problem(exc: BaseException) -> bool:
+    """Whether ``exc`` (an OS error, or DuckDB's or pyarrow's error text) says the disk is
+    full, over quota or read-only."""
+    code = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
+    return (code or _errno_in_text(str(exc))) in (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 
 def _errno_in_text(text: str) -> int | None:
