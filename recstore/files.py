@@ -26,7 +26,6 @@ import fnmatch
 import glob
 import os
 import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -137,6 +136,8 @@ def write_output(path: str | os.PathLike, write: Callable[[IO[Any]], T], *, mode
         if stream is not None:
             with open(stream, mode, **options) as fh:
                 return write(fh)
+        import tempfile  # here: the CLI imports this module at start-up, for protect_store_files
+
         folder, name = os.path.split(os.path.abspath(path))
         # mkstemp: O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600, a name nobody else holds
         fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
