@@ -40,10 +40,10 @@ EXPORT_MANIFEST = "recstore-export.json"
 
 T = TypeVar("T")
 
-__all__ = ["DIR_MODE", "EXPORT_MANIFEST", "FILE_MODE", "check_output_path", "file_error", "is_disk_problem",
-           "os_errors_as_input",
-           "owned_file", "owner_only_umask", "private_dir", "private_open", "private_tree",
-           "protect_store_files", "write_output", "write_private_text"]
+__all__ = ["DIR_MODE", "EXPORT_MANIFEST", "FILE_MODE", "check_output_path", "file_error",
+           "is_disk_problem", "os_errors_as_input", "owned_file", "owner_only_umask",
+           "private_dir", "private_open", "private_tree", "protect_store_files", "write_output",
+           "write_private_text"]
 
 # Real-path glob patterns of the files outputs must not replace, with what each is. Filled by
 # every Store (and the CLI's --db) as it is named; export manifests are protected by name.
