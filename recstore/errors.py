@@ -36,6 +36,10 @@ class StoreLockedError(RecstoreError):
     """Another process holds the store's write lock past the lock timeout."""
 
 
+class StoreCorruptError(RecstoreError):
+    """The store file fails DuckDB's block checksums: it cannot be read back."""
+
+
 class NotFoundError(RecstoreError):
     """A run, revision, query or other named object does not exist."""
 

@@ -172,6 +172,9 @@ def cli(ctx: click.Context, db: str, debug: bool) -> None:
     """recstore: an event-sourced store for AI-agent run records."""
     ctx.ensure_object(dict)
     ctx.obj["db"] = db
+    from recstore.files import protect_store_files  # light: os and the errors only
+
+    protect_store_files(db)  # even commands that never open it (--engine spark) keep off it
     ctx.obj["debug"] = debug
 
 

@@ -29,7 +29,7 @@ from recstore.compare import (
 from recstore.compare.details import DETAIL_LIMIT
 from recstore.compare.report import render_html, render_text
 from recstore.errors import InputError
-from recstore.files import private_open, write_private_text
+from recstore.files import check_output_path, write_output, write_private_text
 from recstore.formats.aioc import load_record_file
 from recstore.jsonout import dumps
 from recstore.query.spark import spark_failures
@@ -53,11 +53,13 @@ def _gate(ctx: click.Context, comparison, max_unpaired: float) -> None:
 
 
 def _write_pairs(comparison, fmt: str, output: str) -> None:
-    with private_open(output, "wb") as sink:
+    def write(sink) -> None:
         if fmt == "csv":
             pa_csv.write_csv(comparison.pairs, sink)
         else:
             pq.write_table(comparison.pairs, sink)
+
+    write_output(output, write, mode="wb")
 
 
 def _refuse_spark_options(parquet: str | None, master: str | None,
@@ -216,6 +218,9 @@ def compare_cmd(
             raise InputError("bulk compare needs both --baseline and --candidate, and no A B")
         if (fmt is None) != (output is None):
             raise InputError("--format and --output go together")
+        for target in (output, html_path):
+            if target:
+                check_output_path(target)  # refused before a comparison is recorded
         options = dict(pair_by=pair_by, ignore=ignore, preset=preset,
                        include_sections=include_sections, exclude_sections=exclude,
                        duplicates=duplicates, rule=ClassificationRule.parse(fail_on, warn_on),

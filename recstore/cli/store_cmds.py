@@ -338,6 +338,8 @@ def verify(ctx: click.Context, as_json: bool, quiet: bool, lock_timeout: float) 
         report = _store(ctx, lock_timeout).verify(progress)
     if as_json:
         click.echo(dumps(report.to_dict()))
+    elif report.corrupt:  # one line: nothing else could be checked
+        say(f"recstore: error: {report.problems[0]}", err=True)
     else:
         for problem in report.problems:
             say(f"problem: {problem}", err=True)

@@ -30,7 +30,14 @@ import duckdb
 from sqlglot import exp
 
 from recstore.errors import InputError
-from recstore.files import owner_only_umask, private_dir, private_open
+from recstore.files import (
+    EXPORT_MANIFEST,
+    file_error,
+    is_disk_problem,
+    owner_only_umask,
+    private_dir,
+    write_output,
+)
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.query.views import Catalog, View, layout_catalog
 
@@ -38,7 +45,7 @@ if TYPE_CHECKING:
     from recstore.store import Store
 
 PARTITION_COLUMN = "day"
-MANIFEST = "recstore-export.json"
+MANIFEST = EXPORT_MANIFEST
 MANIFEST_FORMAT = "recstore-export/1"
 _SPARK_CASTS = {"UUID": "VARCHAR", "JSON": "VARCHAR", "HUGEINT": "DOUBLE", "UHUGEINT": "DOUBLE",
                 "UBIGINT": "DECIMAL(20, 0)", "UINTEGER": "BIGINT", "USMALLINT": "INTEGER",
@@ -72,14 +79,29 @@ def export_views(store: Store, directory: str | Path, progress: Progress = NO_PR
         catalog = layout_catalog(con)
         views = list(catalog.views.values())
         claim_export_dir(directory, [v.name for v in views], overwrite)
-        with owner_only_umask():  # DuckDB's COPY creates the partition folders and files
-            for done, view in enumerate(views, start=1):
-                summary.rows[view.name] = _export_view(con, catalog, view, directory / view.name)
-                progress.update(done, len(views))
-                if partitionable(catalog, view):
-                    summary.partitioned.append(view.name)
-        write_manifest(directory, summary.rows, summary.partitioned)
+        try:
+            with owner_only_umask():  # DuckDB's COPY creates the partition folders and files
+                for done, view in enumerate(views, start=1):
+                    summary.rows[view.name] = _export_view(con, catalog, view,
+                                                           directory / view.name)
+                    progress.update(done, len(views))
+                    if partitionable(catalog, view):
+                        summary.partitioned.append(view.name)
+            write_manifest(directory, summary.rows, summary.partitioned)
+        except BaseException as exc:
+            remove_export(directory, [v.name for v in views])
+            if isinstance(exc, duckdb.Error) and is_disk_problem(exc):
+                raise file_error(exc, directory) from exc
+            raise
     return summary
+
+
+def remove_export(directory: Path, views: list[str]) -> None:
+    """Delete what an export that failed wrote into ``directory`` (its view folders, then its
+    manifest), so that nothing half-written is left and a retry needs no ``--overwrite``."""
+    for name in views:
+        shutil.rmtree(directory / name, ignore_errors=True)
+    (directory / MANIFEST).unlink(missing_ok=True)
 
 
 def claim_export_dir(directory: Path, views: list[str], overwrite: bool) -> None:
@@ -162,8 +184,8 @@ def _kind(path: Path) -> str:
 def _write_manifest(directory: Path, fields: dict) -> None:
     document = {"format": MANIFEST_FORMAT, **fields,
                 "written_at": datetime.now(UTC).isoformat(timespec="seconds")}
-    with private_open(directory / MANIFEST, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(document, indent=2) + "\n")
+    text = json.dumps(document, indent=2) + "\n"
+    write_output(directory / MANIFEST, lambda fh: fh.write(text), owned=True)
 
 
 def _export_view(con: duckdb.DuckDBPyConnection, catalog: Catalog, view: View,

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recstore.errors import InputError
-from recstore.files import private_open
+from recstore.files import write_output
 from recstore.formats.jsontext import loads_json
 from recstore.jsonout import dumps_compact
 
@@ -108,10 +108,10 @@ def write_result(result: ResultStream, fmt: str = "table", output: str | Path | 
             raise InputError("parquet output needs --output FILE", source="--format")
         return _write_parquet(result, Path(output))
     if output is not None:
-        with private_open(output, "w", encoding="utf-8", newline="") as fh:
-            if fmt == "table":
-                return _write_table(result, fh, False, vertical)
-            return _WRITERS[fmt](result, fh, False)
+        if fmt == "table":
+            return write_output(output, lambda fh: _write_table(result, fh, False, vertical),
+                                newline="")
+        return write_output(output, lambda fh: _WRITERS[fmt](result, fh, False), newline="")
     import sys
 
     out = stdout or sys.stdout
@@ -196,8 +196,7 @@ def _cell(value: Any) -> str:
 
 
 def _write_parquet(result: ResultStream, path: Path) -> int:
-    with private_open(path, "wb") as sink:
-        return _write_parquet_to(result, sink)
+    return write_output(path, lambda sink: _write_parquet_to(result, sink), mode="wb")
 
 
 def _write_parquet_to(result: ResultStream, sink: IO[bytes]) -> int:

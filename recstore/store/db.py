@@ -15,31 +15,45 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
 import duckdb
 
-from recstore.errors import InputError, RecstoreError, StoreLockedError
+from recstore.errors import (
+    InputError,
+    NotFoundError,
+    RecstoreError,
+    StoreCorruptError,
+    StoreLockedError,
+)
+from recstore.files import file_error, is_disk_problem
 from recstore.resources import resource_dir
 
 T = TypeVar("T")
 
 __all__ = [
+    "check_is_store",
+    "check_readable",
     "check_version",
     "connect",
     "connect_attached",
     "lock_holder",
     "lock_timeout_from_env",
     "ensure_schema",
+    "is_new_store",
     "apply_schema_files",
     "pending_schema_files",
     "refresh_views",
     "schema_files",
+    "store_error",
     "stored_version",
+    "transaction",
 ]
 
 _SCHEMA_FILE = re.compile(r"(\d{3})_[\w-]+\.sql\Z")
@@ -96,11 +110,27 @@ NEW_FILE_BLOCK_SIZE = 64 * 1024
 
 def connect(path: Path, *, read_only: bool, lock_timeout: float,
             on_wait: Callable[[str], None] | None = None) -> duckdb.DuckDBPyConnection:
-    """Open ``path``, waiting up to ``lock_timeout`` seconds for another process's lock."""
+    """Open the store ``path``, waiting up to ``lock_timeout`` seconds for another process's
+    lock. A writer creates a new store where there is none (or an empty file).
+
+    Raises:
+        RecstoreError: ``path`` is not a recstore store (another program's DuckDB file, left
+            unchanged), cannot be opened, or cannot be created (a full disk).
+    """
     def open_once() -> duckdb.DuckDBPyConnection:
-        if not read_only and not path.exists():
-            _create_file(path)
-        return duckdb.connect(str(path), read_only=read_only)
+        if not read_only:
+            if is_new_store(path):
+                _create_store(path)
+            else:
+                _check_before_writing(path)
+        con = duckdb.connect(str(path), read_only=read_only)
+        if read_only:
+            try:
+                check_is_store(con, path)
+            except BaseException:
+                con.close()
+                raise
+        return con
 
     con = _retry_while_locked(path, lock_timeout, open_once, on_wait)
     # DuckDB draws its own progress bar on long statements; recstore's output stays its own
@@ -108,11 +138,96 @@ def connect(path: Path, *, read_only: bool, lock_timeout: float,
     return con
 
 
-def _create_file(path: Path) -> None:
-    """An empty DuckDB file at ``path`` with :data:`NEW_FILE_BLOCK_SIZE` blocks."""
-    with duckdb.connect() as scratch:
-        scratch.execute(f"ATTACH ? AS new_store (BLOCK_SIZE {NEW_FILE_BLOCK_SIZE})", [str(path)])
-        scratch.execute("DETACH new_store")
+def is_new_store(path: Path) -> bool:
+    """Whether ``path`` holds no store yet: nothing, or an empty file (``mktemp``'s)."""
+    try:
+        return path.stat().st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+def check_is_store(con: duckdb.DuckDBPyConnection, path: Path, *,
+                   empty_ok: bool = False) -> None:
+    """Refuse a DuckDB file recstore did not write: the store's mark is its ``meta`` table
+    with a ``schema_version`` beside ``schema_migrations`` (also in a recstore 0.1 store). A
+    database with nothing in it at all is a store not created yet: a writer (``empty_ok``)
+    creates the schema in it, a reader finds no store.
+
+    Raises:
+        RecstoreError: naming ``path``; nothing in it was changed.
+        NotFoundError: an empty database, unless ``empty_ok``.
+    """
+    if _has_store_mark(con):
+        return
+    if _is_empty(con):
+        if empty_ok:
+            return
+        raise NotFoundError(f"{path}: no store here yet (run `recstore ingest` first)")
+    raise RecstoreError(
+        f"{path}: not a recstore store (a DuckDB file without recstore's schema); "
+        "recstore left it unchanged — pass --db with a store, or a new path to create one")
+
+
+def _has_store_mark(con: duckdb.DuckDBPyConnection) -> bool:
+    columns = con.execute(
+        "SELECT table_name, list_sort(list(column_name)) FROM information_schema.columns "
+        "WHERE table_schema = 'main' AND table_catalog = current_database() "
+        "AND table_name IN ('meta', 'schema_migrations') GROUP BY table_name"
+    ).fetchall()
+    found = dict(columns)
+    if found.get("meta") != ["key", "value"] or "name" not in found.get("schema_migrations", []):
+        return False
+    version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return version is not None and str(version[0]).isdigit()
+
+
+def _is_empty(con: duckdb.DuckDBPyConnection) -> bool:
+    """No table, view, sequence or macro of anyone's in the database."""
+    here = "database_name = current_database()"
+    return con.execute(
+        f"SELECT (SELECT count(*) FROM duckdb_tables() WHERE {here}) "
+        f"+ (SELECT count(*) FROM duckdb_views() WHERE NOT internal AND {here}) "
+        f"+ (SELECT count(*) FROM duckdb_sequences() WHERE {here}) "
+        f"+ (SELECT count(*) FROM duckdb_functions() WHERE NOT internal AND {here})"
+    ).fetchone()[0] == 0
+
+
+def _check_before_writing(path: Path) -> None:
+    """:func:`check_is_store` on a read-only look at ``path``, before a writer opens it
+    (opening a DuckDB file read-write may write to it)."""
+    try:
+        probe = duckdb.connect(str(path), read_only=True)
+    except duckdb.ConnectionException as exc:
+        if "different configuration" in str(exc):
+            return  # this process has it open as a writer already: checked when it opened
+        raise
+    with probe:
+        check_is_store(probe, path, empty_ok=True)
+
+
+def _create_store(path: Path) -> None:
+    """A new store at ``path``: the schema is written into a temporary file beside it, which
+    then takes the name, so ``path`` never holds half a store (a full disk fails before).
+    A store another process created meanwhile is kept."""
+    folder, name = os.path.split(os.path.abspath(path))
+    temporary = Path(folder) / f".{name}.{secrets.token_hex(6)}.new"
+    try:
+        with duckdb.connect() as scratch:  # the block size is chosen when the file is made
+            scratch.execute(f"ATTACH ? AS new_store (BLOCK_SIZE {NEW_FILE_BLOCK_SIZE})",
+                            [str(temporary)])
+            scratch.execute("DETACH new_store")
+        os.chmod(temporary, 0o600)
+        with duckdb.connect(str(temporary)) as con:
+            ensure_schema(con, path)
+            con.execute("CHECKPOINT")
+        try:
+            os.link(temporary, path)  # never replaces a store another process just created
+        except FileExistsError:
+            if is_new_store(path):  # an empty file (mktemp's) is replaced
+                os.replace(temporary, path)
+    finally:
+        for leftover in (temporary, Path(f"{temporary}.wal")):
+            leftover.unlink(missing_ok=True)
 
 
 def lock_holder(exc: duckdb.Error) -> str:
@@ -132,13 +247,35 @@ def lock_holder(exc: duckdb.Error) -> str:
 
 def _open_error(path: Path, exc: duckdb.Error, lock_timeout: float) -> RecstoreError:
     if not _is_lock_error(exc):
-        return RecstoreError(f"{path}: cannot open the store: {exc}")
+        return store_error(exc, path) or RecstoreError(f"{path}: cannot open the store: {exc}")
     busy = f"{path}: the store is busy: {lock_holder(exc)} has it open"
     if lock_timeout <= 0:
         return StoreLockedError(f"{busy}; retry when it is done, or wait for it with "
                                 f"--lock-timeout SECONDS (env {LOCK_TIMEOUT_ENV})")
     return StoreLockedError(f"{busy}; waited {lock_timeout:g}s (retry later, or raise "
                             f"--lock-timeout / env {LOCK_TIMEOUT_ENV})")
+
+
+def store_error(exc: BaseException, path: Path) -> RecstoreError | None:
+    """A DuckDB or OS error on the store ``path`` as one line, when it is a full disk (or
+    quota, or read-only file system) or a corrupt file; None for other errors."""
+    if is_disk_problem(exc):
+        return file_error(exc, path)
+    if "Corrupt database file" in str(exc) or "checksum" in str(exc).lower():
+        detail = str(exc).split("\n", 1)[0].removeprefix("Corrupt database file: ")
+        return StoreCorruptError(f"{path}: the store is corrupt and cannot be read back "
+                                 f"({detail}); nothing was written — restore it from a backup")
+    return None
+
+
+def check_readable(con: duckdb.DuckDBPyConnection) -> None:
+    """Read back what the next write continues from (the batch chain and the last batch's
+    events and streams), so a store whose recent blocks are corrupt takes no more writes.
+    Bounded by one batch; ``verify`` reads every block."""
+    last = "(SELECT coalesce(max(first_seq), 0) FROM batches)"
+    con.execute("SELECT min(hash(b)) FROM batches b").fetchall()
+    con.execute(f"SELECT min(hash(e)) FROM events e WHERE seq >= {last}").fetchall()
+    con.execute(f"SELECT min(hash(s)) FROM streams s WHERE last_seq >= {last}").fetchall()
 
 
 def lock_timeout_from_env(default: float = DEFAULT_LOCK_TIMEOUT) -> float:
@@ -224,14 +361,30 @@ def apply_schema_files(con: duckdb.DuckDBPyConnection) -> None:
     refresh_views(con)
 
 
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """``BEGIN`` … ``COMMIT``, or ``ROLLBACK`` when the block fails. A failed ``COMMIT`` (a
+    full disk) has ended the transaction already: its error is the one raised, not the
+    rollback's "no transaction is active"."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+        con.execute("COMMIT")
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass  # nothing left to roll back: the failed statement aborted it
+        raise
+
+
 def ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Create a new store's tables, or upgrade an older store by applying the missing files."""
     check_version(path, stored_version(con))
     missing = pending_schema_files(con)
     if not missing:
         return
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for version, name, file in missing:
             con.execute(file.read_text(encoding="utf-8"))
             con.execute(
@@ -243,7 +396,3 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         con.execute(
             "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(top)]
         )
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise

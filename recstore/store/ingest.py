@@ -35,6 +35,7 @@ from recstore.formats.jsontext import dumps_json, loads_json
 from recstore.formats.reader import RawInput
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.store.chain import EMPTY_DIGEST, Digest, batch_hash, line_digest
+from recstore.store.db import transaction
 from recstore.store.prepare import Prepared, Preparer, Refused, run_key_for, utf8_safe
 from recstore.store.projection import (
     COLUMNS,
@@ -731,8 +732,7 @@ class BatchWriter:
         con = self._con
         try:
             inserts = self._stage(batch)
-            con.execute("BEGIN TRANSACTION")
-            try:
+            with transaction(con):
                 if batch.replaced:
                     delete_projections(con, sorted(batch.replaced))
                 for staged in inserts:
@@ -744,10 +744,6 @@ class BatchWriter:
                     con, "batches", tuple(batch_row), [tuple(batch_row.values())],
                     columns_cache=self._columns,
                 )
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
         except BaseException as exc:  # re-raised in the ingesting thread by _wait_for_commit
             self._commit_error = exc
             return

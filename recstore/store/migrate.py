@@ -27,6 +27,7 @@ from recstore.store.chain import (
     batch_hash,
     line_digest,
 )
+from recstore.store.db import transaction
 from recstore.store.ingest import EVENT_COLUMNS, TAGS_EVENT
 from recstore.store.tables import insert_columns
 
@@ -76,8 +77,7 @@ def upgrade_layout_1(
     own: it reads through other cursors, which see committed rows only). The log is rewritten
     in one transaction that marks the store as waiting for its projections, so a store killed
     before they are built rebuilds them when next opened (:func:`finish_upgrade`)."""
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         _set_aside(con)
         apply_schema(con)
         _copy_log(con)
@@ -87,10 +87,6 @@ def upgrade_layout_1(
         for table in _OLD_LOG:
             con.execute(f"DROP TABLE v1_{table}")
         con.execute(f"INSERT OR REPLACE INTO meta VALUES ('layout', '{_PENDING}')")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     finish_upgrade(con, rebuild)
 
 

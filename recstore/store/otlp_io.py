@@ -177,7 +177,7 @@ def export_otlp(
                           links=parents.get(run.run_key, ()), version=__version__)
         trace_id = request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
         path = out.directory / _file_name(run.run_key, trace_id)
-        write_private_text(path, dumps_compact(request) + "\n")
+        write_private_text(path, dumps_compact(request) + "\n", sync=False)  # one of many
         out.files[run.run_key] = path
     return out
 

@@ -24,8 +24,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from recstore.errors import InputError, NotFoundError
-from recstore.files import owner_only_umask
+from recstore.errors import InputError, NotFoundError, StoreCorruptError
+from recstore.files import owner_only_umask, protect_store_files
 from recstore.formats.events import Event, events_to_record
 from recstore.formats.jsontext import dumps_json, loads_json
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES, RawInput, iter_sources
@@ -65,6 +65,7 @@ class VerifyReport:
     events: int = 0
     runs: int = 0
     problems: list[str] = field(default_factory=list)
+    corrupt: bool = False  # the file failed DuckDB's checksums: ``problems`` says where
 
     @property
     def ok(self) -> bool:
@@ -72,7 +73,7 @@ class VerifyReport:
 
     def to_dict(self) -> dict:
         return {"ok": self.ok, "streams": self.streams, "events": self.events, "runs": self.runs,
-                "problems": self.problems}
+                "problems": self.problems, "corrupt": self.corrupt}
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,7 @@ class Store:
                  lock_timeout: float | None = None,
                  on_lock_wait: Callable[[str], None] | None = None):
         self.path = Path(path or os.environ.get("RECSTORE_DB") or DEFAULT_DB)
+        protect_store_files(self.path)  # no output of this process may replace it
         self.lock_timeout = db.lock_timeout_from_env() if lock_timeout is None else lock_timeout
         self.on_lock_wait = on_lock_wait
 
@@ -145,16 +147,14 @@ class Store:
     @contextmanager
     def writer(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-write connection with the schema up to date (creates the file 0600)."""
-        with owner_only_umask():
-            created = not self.path.exists()
+        with owner_only_umask(), self._store_errors():
             con = self._connect(read_only=False)
             try:
-                if created:
-                    os.chmod(self.path, 0o600)
-                if db.stored_version(con) and migrate.is_layout_1(con):
+                if migrate.is_layout_1(con):
                     migrate.upgrade_layout_1(con, db.apply_schema_files, lambda: _rebuild(con))
                 db.ensure_schema(con, self.path)
                 migrate.finish_upgrade(con, lambda: _rebuild(con))
+                db.check_readable(con)  # no write into a store that cannot be read back
                 yield con
             finally:
                 con.close()
@@ -162,8 +162,12 @@ class Store:
     @contextmanager
     def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-only connection. Upgrades an older store first (briefly as a writer)."""
-        if not self.path.exists():
+        if db.is_new_store(self.path):
             raise NotFoundError(f"{self.path}: no store here yet (run `recstore ingest` first)")
+        with self._store_errors():
+            yield from self._read()
+
+    def _read(self) -> Iterator[duckdb.DuckDBPyConnection]:
         con = self._connect(read_only=True)
         try:
             db.check_version(self.path, db.stored_version(con))
@@ -175,6 +179,18 @@ class Store:
             yield con
         finally:
             con.close()
+
+    @contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        """A full disk or a corrupt block, met anywhere while the store is open, as one line
+        naming the store (:func:`recstore.store.db.store_error`)."""
+        try:
+            yield
+        except duckdb.Error as exc:
+            problem = db.store_error(exc, self.path)
+            if problem is None:
+                raise
+            raise problem from exc
 
     def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         return db.connect(self.path, read_only=read_only, lock_timeout=self.lock_timeout,
@@ -394,10 +410,19 @@ class Store:
         if not self.path.exists():
             raise NotFoundError(f"{self.path}: no store here yet (run `recstore ingest` first)")
         report = VerifyReport()
+        try:
+            self._verify(report, progress)
+        except StoreCorruptError as exc:
+            report.problems = [str(exc)]
+            report.corrupt = True
+        return report
+
+    def _verify(self, report: VerifyReport, progress: Progress) -> None:
         with self.reader():  # upgrades an older store before it is attached read-only
             pass
-        con = db.connect_attached(self.path, _STORE_CATALOG, lock_timeout=self.lock_timeout,
-                                  on_wait=self.on_lock_wait)
+        with self._store_errors():
+            con = db.connect_attached(self.path, _STORE_CATALOG, lock_timeout=self.lock_timeout,
+                                      on_wait=self.on_lock_wait)
         try:
             report.streams, report.events = con.execute(
                 "SELECT count(DISTINCT stream_key), count(*) FROM events"
@@ -409,9 +434,13 @@ class Store:
             report.runs = _project_log(con, catalog="memory", log_catalog=_STORE_CATALOG,
                                        progress=progress)
             report.problems.extend(_projection_problems(con))
+        except duckdb.Error as exc:
+            problem = db.store_error(exc, self.path)
+            if problem is None:
+                raise
+            raise problem from exc
         finally:
             con.close()
-        return report
 
 
 def read_runs(
@@ -481,15 +510,10 @@ def _resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:
 
 def _rebuild(con: duckdb.DuckDBPyConnection, progress: Progress = NO_PROGRESS) -> int:
     """Replace every projection row by a projection of the log, in one transaction."""
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with db.transaction(con):
         for table in PROJECTION_TABLES:
             con.execute(f"DELETE FROM {table}")
         runs = _project_log(con, catalog=None, progress=progress)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     return runs
 
 

@@ -7,11 +7,19 @@ the file only serves the message that names who holds it.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import re
+import stat
 from pathlib import Path
 
-from recstore.errors import StoreLockedError
+from recstore.errors import InputError, StoreLockedError
+from recstore.files import FILE_MODE, os_errors_as_input
+
+# What a lock file holds: nothing (released) or its holder's PID.
+_LOCK_CONTENT = re.compile(rb"\s*\d*\s*")
+_MAX_LOCK_BYTES = 32
 
 
 class PidLock:
@@ -23,8 +31,12 @@ class PidLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        """Take the lock or raise :class:`StoreLockedError` naming the PID that holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        """Take the lock or raise :class:`StoreLockedError` naming the PID that holds it.
+
+        Raises:
+            InputError: the lock path is a symbolic link, or a file recstore did not write.
+        """
+        fd = self._open()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -37,6 +49,30 @@ class PidLock:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+
+    def _open(self) -> int:
+        """The lock file, created 0600 when new. Never through a symbolic link, and never a
+        file that is not a lock's (another user's, a hard link, one holding more than a PID):
+        the holder rewrites it with its PID."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        where = str(self.path)
+        with os_errors_as_input(where):
+            try:
+                fd = os.open(self.path, flags, FILE_MODE)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise InputError("lock file is a symbolic link; remove it (recstore does not "
+                                     "write through links)", source=where) from None
+                raise
+        info = os.fstat(fd)
+        content = os.pread(fd, _MAX_LOCK_BYTES + 1, 0)
+        if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid()
+                or info.st_nlink != 1 or len(content) > _MAX_LOCK_BYTES
+                or not _LOCK_CONTENT.fullmatch(content)):
+            os.close(fd)
+            raise InputError("is not a lock file recstore wrote (a PID); move it away and "
+                             "retry (it was left unchanged)", source=where)
+        return fd
 
     def release(self) -> None:
         """Release the lock (the file stays; removing it would race with a new holder)."""

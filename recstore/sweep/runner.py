@@ -25,7 +25,6 @@ import random
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +35,7 @@ from recstore.errors import EmptySelectionError, InputError, NotFoundError, Recs
 from recstore.process import exit_with_parent
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.store import Store
+from recstore.store.db import transaction
 from recstore.store.tables import insert_rows
 from recstore.sweep.candidate import STOPPED, CaseReplay, prepare_candidate
 from recstore.sweep.classify import case_signals, classify, judge_input
@@ -202,7 +202,7 @@ def _open_run(store: Any, spec: SweepSpec, rerun: bool, trigger: str,
             "nothing would be checked (select.allow_empty = true or --allow-empty accepts an "
             "empty sweep)", what="select.query")
     snapshot = store.last_seq()
-    with store.writer() as con, _transaction(con):
+    with store.writer() as con, transaction(con):
         # one transaction: a run never exists without its full selection
         if row:
             reason = "--rerun" if rerun else "the spec changed"
@@ -220,17 +220,6 @@ def _open_run(store: Any, spec: SweepSpec, rerun: bool, trigger: str,
              "source_revision": rev, "source_record_hash": h}
             for i, (key, rev, h) in enumerate(selection)])
     return run_id, False
-
-
-@contextmanager
-def _transaction(con: Any) -> Iterator[None]:
-    con.execute("BEGIN TRANSACTION")
-    try:
-        yield
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
 
 
 def select_cases(store: Any, spec: SweepSpec) -> tuple[list[tuple[str, int, str]], int]:
