@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from recstore.errors import RecstoreError
 
 __all__ = [
-    "CommandError", "Finished", "exit_with_parent", "run_command", "utf8_output", "worker_pool",
+    "CommandError", "Finished", "exit_with_parent", "kill_running_commands", "run_command",
+    "utf8_output", "worker_pool",
 ]
 
 # After a kill, how long to wait for the pipes to close (a member that left the group may hold
@@ -107,6 +108,14 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass  # the group is gone already
+
+
+def kill_running_commands() -> None:
+    """Kill the process group of every command this process is running (Ctrl-C)."""
+    with _running_lock:
+        groups = list(_running)
+    for pgid in groups:
+        _kill_group(pgid)
 
 
 def utf8_output(data: bytes, what: str) -> str:
