@@ -16,11 +16,13 @@ interrupt is raised again, so the caller stores every replay that finished.
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from itertools import islice
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["MAX_THREADS", "run_many", "run_threads"]
 
@@ -51,7 +53,7 @@ def run_many(work: Callable[[T], R], items: Iterable[T], *, threads: int, ordere
             yield item, work(item)
         return
     limit = window or 4 * threads
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="recstore-run")
+    pool = _DaemonPool(threads)
     pending: deque[tuple[T, Future]] = deque()
     todo = iter(items)
     try:
@@ -68,19 +70,54 @@ def run_many(work: Callable[[T], R], items: Iterable[T], *, threads: int, ordere
                     pending.remove(entry)
                     yield entry[0], entry[1].result()
     except KeyboardInterrupt:
-        _stop_everything(pool)
+        for _, future in pending:
+            future.cancel()  # not started: dropped
+        _stop_everything()
         for item, future in pending:
             if future.done() and not future.cancelled() and future.exception() is None:
                 yield item, future.result()
         raise
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        for _, future in pending:
+            future.cancel()
+        pool.shutdown()
 
 
-def _stop_everything(pool: ThreadPoolExecutor) -> None:
+def _stop_everything() -> None:
     from recstore.process import kill_running_commands
     from recstore.replay.endpoints import stop_requests
 
-    pool.shutdown(wait=False, cancel_futures=True)
     stop_requests()
     kill_running_commands()
+
+
+class _DaemonPool:
+    """Threads that run submitted calls. Daemon threads, unlike ``ThreadPoolExecutor``'s: after
+    Ctrl-C a thread still blocked on a socket read must not keep the process from exiting."""
+
+    def __init__(self, size: int):
+        self._tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name=f"recstore-run-{i}", daemon=True)
+                         for i in range(size)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, work: Callable[[Any], Any], item: Any) -> Future:
+        future: Future = Future()
+        self._tasks.put((future, work, item))
+        return future
+
+    def _work(self) -> None:
+        while (task := self._tasks.get()) is not None:
+            future, work, item = task
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(work(item))
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer with the result
+                future.set_exception(exc)
+
+    def shutdown(self) -> None:
+        """Let every thread end once the calls queued before are done (or cancelled)."""
+        for _ in self._threads:
+            self._tasks.put(None)
