@@ -224,7 +224,7 @@ def _replay(db: Path, harness: Path, count: int, connections: int, profile: bool
     spy = None
     if profile and shutil.which("py-spy"):
         spy = subprocess.Popen(["py-spy", "record", "--pid", str(proc.pid), "--format", "raw", "-o",
-                                str(db.parent / "profile.txt"), "--rate", "50", "--threads"],
+                                str(db.parent / "profile.txt"), "--rate", "20", "--nonblocking"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = 0
     while proc.poll() is None:
@@ -310,7 +310,7 @@ def _print_profile(path: Path, top: int = 25) -> None:
         n = int(count)
         total += n
         selfs[frames[-1]] = selfs.get(frames[-1], 0) + n
-    print(f"\npy-spy: {total} samples (all threads; idle waits included)")
+    print(f"\npy-spy: {total} samples (all threads, idle waits left out), self time")
     for frame, n in sorted(selfs.items(), key=lambda kv: -kv[1])[:top]:
         print(f"{100 * n / total:6.1f}%  {frame}")
 

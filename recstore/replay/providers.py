@@ -254,11 +254,14 @@ class HTTPModel:
         self._deadline_seconds = deadline
         self._deadline: float | None = None  # set at the run's first request
         self._sleep = sleep
+        self._endpoint = None
 
     def _post(self, url: str, headers: dict[str, str], body: dict) -> Any:
         if self._deadline is None and self._deadline_seconds is not None:
             self._deadline = time.monotonic() + self._deadline_seconds
-        return post_json(endpoint_for(self._base_url, self._api_key), url, headers,
+        if self._endpoint is None:
+            self._endpoint = endpoint_for(self._base_url, self._api_key)
+        return post_json(self._endpoint, url, headers,
                          dumps(body, indent=None).encode("utf-8"), policy=self._policy,
                          usage=self.usage, who=f"{self.kind} provider", deadline=self._deadline,
                          error_detail=_error_message, sleep=self._sleep)
