@@ -195,3 +195,17 @@ def test_sweep_with_a_model_candidate_runs_cases_at_once_and_sums_usage(tmp_path
         assert load_spec(spec).spec_hash == json.loads(report.stdout)["run"]["spec_hash"]
     finally:
         server.close()
+
+
+def test_the_progress_line_shows_the_model_requests():
+    import io
+
+    from recstore.cli.terminal import CliProgress
+    from recstore.replay.endpoints import LiveStats
+
+    stats = LiveStats()
+    progress = CliProgress("replay runs", stream=io.StringIO(), detail=stats.line)
+    assert progress.line(3, 10, 1.0).endswith("left")  # no request yet: nothing more
+    stats.requests, stats.answered, stats.retries, stats.rate_limited, stats.tokens = 12, 10, 3, 2, 4567
+    line = progress.line(3, 10, 1.0)
+    assert "req/s" in line and "3 retries (2 rate-limited)" in line and "4,567 tokens" in line
