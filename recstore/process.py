@@ -33,7 +33,8 @@ from pathlib import Path
 from recstore.errors import RecstoreError
 
 __all__ = [
-    "DEFAULT_MAX_OUTPUT_BYTES", "CommandError", "Finished", "exit_with_parent", "run_command",
+    "DEFAULT_MAX_OUTPUT_BYTES", "CommandError", "Finished", "exit_with_parent",
+    "kill_running_commands", "run_command",
     "utf8_output", "worker_pool",
 ]
 
@@ -252,6 +253,18 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass  # the group is gone already
+
+
+def kill_running_commands() -> None:
+    """Stop every command this process is running (Ctrl-C): each reaper is asked to kill its
+    command and everything it started (their process groups without a reaper)."""
+    with _running_lock:
+        leaders = list(_running)
+    for pid in leaders:
+        try:
+            os.kill(pid, signal.SIGTERM) if _USE_REAPER else _kill_group(pid)
+        except ProcessLookupError:
+            pass
 
 
 def utf8_output(data: bytes, what: str) -> str:

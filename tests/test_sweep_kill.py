@@ -3,11 +3,13 @@ and every case ends up replayed exactly once."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -27,6 +29,12 @@ from_source = true
 preset = "semantic"
 """
 
+# The same sweep through an external replayer, four commands at once (candidate.max_connections):
+# cases finish out of order on threads, and the kill still loses only the cases in flight.
+REPLAYER = Path(__file__).parent / "replayers" / "replayer.py"
+COMMAND_SPEC = SPEC.replace("from_source = true", f"command = [{json.dumps(sys.executable)}, "
+                            f"{json.dumps(str(REPLAYER))}, \"ok\"]\nmax_connections = 4")
+
 
 def done_cases(db) -> int | None:
     """Cases recorded so far, or None while the sweep process holds the store."""
@@ -43,11 +51,12 @@ def sweep(db, spec) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_sigkill_midway_then_rerun_completes_with_each_case_replayed_once(tmp_path):
+@pytest.mark.parametrize("spec_text", [SPEC, COMMAND_SPEC], ids=["from-source", "command-4-at-once"])
+def test_sigkill_midway_then_rerun_completes_with_each_case_replayed_once(tmp_path, spec_text):
     db = tmp_path / "kill.duckdb"
     Store(db).ingest_records(list(generate_corpus(CASES, seed=5)), source_uri="synth")
     spec = tmp_path / "kill.toml"
-    spec.write_text(SPEC, encoding="utf-8")
+    spec.write_text(spec_text, encoding="utf-8")
 
     proc = sweep(db, spec)
     deadline = time.monotonic() + 240

@@ -29,11 +29,12 @@ Examples:
 """
 
 
-def _provider_spec(kind, script, base_url, model, api_key_env, timeout, max_retries):
+def _provider_spec(kind, script, base_url, model, api_key_env, timeout, max_retries, deadline=None):
     """A provider override from the command line, or None to keep the harness's settings."""
     if kind is None:
         for flag, value in (("--script", script), ("--base-url", base_url), ("--model", model),
-                            ("--api-key-env", api_key_env), ("--timeout", timeout), ("--max-retries", max_retries)):
+                            ("--api-key-env", api_key_env), ("--timeout", timeout), ("--max-retries", max_retries),
+                            ("--deadline", deadline)):
             if value is not None:
                 raise InputError(f"{flag} needs --provider", source=flag)
         return None
@@ -44,7 +45,8 @@ def _provider_spec(kind, script, base_url, model, api_key_env, timeout, max_retr
     settings: dict = {"kind": kind}
     if script is not None:
         settings["script"] = str(Path(script).resolve())
-    for key, value in (("base_url", base_url), ("model", model), ("timeout", timeout), ("max_retries", max_retries)):
+    for key, value in (("base_url", base_url), ("model", model), ("timeout", timeout), ("max_retries", max_retries),
+                       ("deadline", deadline)):
         if value is not None:
             settings[key] = value
     if api_key_env is not None:
@@ -58,14 +60,20 @@ def _provider_spec(kind, script, base_url, model, api_key_env, timeout, max_retr
 @click.option("--from-source", is_flag=True, help="Derive the candidate from the source run itself (reproducibility check).")
 @click.option("--mode", type=click.Choice(["strict", "hybrid", "live"]), default="strict", show_default=True)
 @click.option("--input-mode", type=click.Choice(["recorded", "question"]), default="recorded", show_default=True)
-@click.option("--provider", "provider_kind", type=click.Choice(["recorded", "scripted", "openai"]),
+@click.option("--provider", "provider_kind", type=click.Choice(["recorded", "scripted", "openai", "anthropic"]),
               help="Model provider (default: the harness's, else recorded).")
 @click.option("--script", type=click.Path(dir_okay=False, exists=True), help="Turns for --provider scripted (JSON).")
-@click.option("--base-url", help="OpenAI-compatible endpoint for --provider openai.")
-@click.option("--model", help="Model name for --provider openai (default: the agent's).")
-@click.option("--api-key-env", help="Environment variable holding the API key (default OPENAI_API_KEY; '' for none).")
-@click.option("--timeout", type=float, help="Seconds per provider request.")
-@click.option("--max-retries", type=int, help="Retries on 429/5xx/timeouts.")
+@click.option("--base-url", help="Endpoint for --provider openai (OpenAI-compatible) or anthropic (Messages API).")
+@click.option("--model", help="Model name for --provider openai/anthropic (default: the agent's).")
+@click.option("--api-key-env", help="Environment variable holding the API key (default OPENAI_API_KEY, "
+                                    "ANTHROPIC_API_KEY for anthropic; '' for none).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds per provider request.")
+@click.option("--deadline", type=click.FloatRange(min=0, min_open=True),
+              help="Seconds for all model requests of one replay, retries included.")
+@click.option("--max-retries", type=click.IntRange(min=0), help="Retries on 5xx/timeouts/dropped connections.")
+@click.option("--max-connections", type=click.IntRange(1, 4096), default=16, show_default=True,
+              help="Model requests in flight at most (per endpoint and key; lowered on 429s), or "
+                   "external replayer commands at once.")
 @click.option("--select", "select_dsl", metavar="DSL", help="Replay every run this filter selects.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Processes computing replays (one writer stores them).")
 @click.option("--no-store", is_flag=True, help="Do not store the replay runs.")
@@ -84,13 +92,16 @@ def _provider_spec(kind, script, base_url, model, api_key_env, timeout, max_retr
               help="Let the harness read files outside its own folder (instructions_file, script).")
 @click.option("--allow-empty", is_flag=True, help="--select: accept a selection of no runs (else exit 3).")
 @click.option("--json", "as_json", is_flag=True, help="Print reports as JSON.")
+@click.option("--totals", is_flag=True,
+              help="With --json: print {replays: [...], totals: {...}} (statuses, model requests, "
+                   "retries, rate limits, tokens summed).")
 @quiet_option
 @lock_timeout_option(WRITE_WAIT)
 @click.pass_context
 def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_kind, script, base_url,
-               model, api_key_env, timeout, max_retries, select_dsl, workers, no_store, matching, command,
-               command_timeout, project_root, references, allow_outside, allow_empty, as_json, quiet,
-               lock_timeout):
+               model, api_key_env, timeout, deadline, max_retries, max_connections, select_dsl, workers,
+               no_store, matching, command, command_timeout, project_root, references, allow_outside,
+               allow_empty, as_json, totals, quiet, lock_timeout):
     """Replay stored runs against a candidate with recorded tool outputs.
 
     Exit status 0 when every replay completed (finished like its source and equal to it on
@@ -113,7 +124,7 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
         from recstore.replay.harness import load_harness
 
         load_harness(harness_path, allow_outside=allow_outside)  # fail early, once, with the file's error
-    provider = _provider_spec(provider_kind, script, base_url, model, api_key_env, timeout, max_retries)
+    provider = _provider_spec(provider_kind, script, base_url, model, api_key_env, timeout, max_retries, deadline)
     job = ReplayJob(str(Path(harness_path).resolve()) if harness_path else None, mode, input_mode, provider,
                     allow_outside)
     store = existing_store(ctx, lock_timeout)
@@ -123,28 +134,37 @@ def replay_cmd(ctx, run, harness_path, from_source, mode, input_mode, provider_k
         keys = select_gate_runs(store, select_dsl, what="--select", allow_empty=allow_empty)
     else:
         keys = [store.resolve_run(run)]
-    with CliProgress("replay runs", quiet=quiet) as progress:
+    from recstore.replay.endpoints import STATS
+
+    with CliProgress("replay runs", quiet=quiet, detail=STATS.line) as progress:
         if command is not None:
             from recstore.replay.external import replay_stored_external
 
             results = replay_stored_external(store, keys, command, mode=mode, input_mode=input_mode,
                                              matching=matching, timeout=command_timeout, save=not no_store,
-                                             progress=progress)
+                                             progress=progress, max_connections=max_connections)
         elif matching == "agentuse":
             from recstore.replay.agentuse_match import replay_stored_agentuse
 
             results = replay_stored_agentuse(store, keys, job, project_root=project_root,
                                              reference_paths=references, save=not no_store, progress=progress)
         else:
-            results = replay_stored(store, keys, job, workers=workers, save=not no_store, progress=progress)
-    _print(results, as_json, single=run is not None)
+            results = replay_stored(store, keys, job, workers=workers, save=not no_store, progress=progress,
+                                    max_connections=max_connections)
+    _print(results, as_json, single=run is not None, totals=totals, live=STATS.to_json())
     ctx.exit(0 if all(r.report.status == "completed" for r in results) else 1)
 
 
-def _print(results, as_json: bool, single: bool) -> None:
+def _print(results, as_json: bool, single: bool, totals: bool = False, live: dict | None = None) -> None:
+    from recstore.replay.batch import batch_totals
+
+    summed = dict(batch_totals(results), live=live)
     if as_json:
         payload = [dict(r.report.to_json(), sourceRunKey=r.source_run_key, replayRunKey=r.replay_run_key) for r in results]
-        click.echo(dumps(payload[0] if single and payload else payload))
+        if totals:
+            click.echo(dumps({"replays": payload, "totals": summed}))
+        else:
+            click.echo(dumps(payload[0] if single and payload else payload))
         return
     if single:
         for r in results:
@@ -159,6 +179,11 @@ def _print(results, as_json: bool, single: bool) -> None:
             say(f"{r.source_run_key}: {r.report.status} ({r.report.reason})")
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     say(f"{len(results)} replays: {summary or 'none selected'}")
+    usage = summed["usage"]
+    if usage["requests"]:
+        say(f"model requests: {usage['requests']:,} ({usage['retries']:,} retries, "
+            f"{usage['rateLimited']:,} rate-limited), tokens: {usage['totalTokens']:,} "
+            f"({usage['promptTokens']:,} prompt, {usage['completionTokens']:,} completion)")
 
 
 @cli.command("lineage")

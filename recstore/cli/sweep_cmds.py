@@ -41,6 +41,9 @@ def sweep() -> None:
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
 @click.option("--rerun", is_flag=True, help="Start a fresh run even if an unfinished one exists.")
 @click.option("--workers", type=click.IntRange(1, 64), help="Override the spec's worker count.")
+@click.option("--max-connections", type=click.IntRange(1, 4096),
+              help="Override the spec's candidate.max_connections (model requests in flight, or "
+                   "replayer commands at once; default 16).")
 @click.option("--allow-empty", is_flag=True,
               help="Run even when the selection matches no runs (else exit 3, no run opened).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
@@ -48,7 +51,8 @@ def sweep() -> None:
 @lock_timeout_option(SWEEP_WAIT)
 @click.pass_context
 def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | None,
-              allow_empty: bool, as_json: bool, quiet: bool, lock_timeout: float) -> None:
+              max_connections: int | None, allow_empty: bool, as_json: bool, quiet: bool,
+              lock_timeout: float) -> None:
     """Run the sweep in SPEC, or continue its unfinished run; exit 1 when any case fails, 3 when
     the selection matches no runs.
 
@@ -63,9 +67,14 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
     from recstore.sweep.spec import load_spec
 
     spec = load_spec(spec_path)
+    from recstore.replay.endpoints import STATS
+
     if workers is not None:
         spec = spec.model_copy(update={"workers": workers})
-    with CliProgress(f"sweep {spec.name}", quiet=quiet) as progress:
+    if max_connections is not None:
+        spec = spec.model_copy(update={"candidate": spec.candidate.model_copy(
+            update={"max_connections": max_connections})})
+    with CliProgress(f"sweep {spec.name}", quiet=quiet, detail=STATS.line) as progress:
         result = run_sweep(_waiting_store(ctx, lock_timeout), spec, rerun=rerun,
                            progress=progress, spec_path=Path(spec_path).resolve(),
                            allow_empty=allow_empty)
@@ -76,6 +85,10 @@ def sweep_run(ctx: click.Context, spec_path: str, rerun: bool, workers: int | No
 
         say(result.summary_line())
         say(compared_text(result.compared))
+        if result.usage.get("requests"):
+            from recstore.sweep.report import usage_text
+
+            say(usage_text(result.usage))
         say(f"report: recstore sweep report {result.label} --output DIR")
     ctx.exit(1 if result.failed else 0)
 

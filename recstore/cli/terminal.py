@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 import click
@@ -56,8 +57,10 @@ def _duration(seconds: float) -> str:
 class CliProgress:
     """``update(done, total)`` drawn for people; use as a context manager (closes the bar)."""
 
-    def __init__(self, label: str, *, quiet: bool = False, stream: IO[str] | None = None):
+    def __init__(self, label: str, *, quiet: bool = False, stream: IO[str] | None = None,
+                 detail: Callable[[], str] | None = None):
         self.label = label
+        self.detail = detail  # more to show after the count (model requests in flight, ...)
         self.quiet = quiet
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
@@ -93,7 +96,8 @@ class CliProgress:
         text += f", {rate:,.1f}/s, {_duration(elapsed)} elapsed"
         if total and rate > 0 and done < total:
             text += f", about {_duration((total - done) / rate)} left"
-        return text
+        extra = self.detail() if self.detail else ""
+        return f"{text}; {extra}" if extra else text
 
     def _draw(self, done: int, total: int | None) -> None:
         if self._bar is None:
@@ -118,7 +122,9 @@ class CliProgress:
             )
             self._bar.start()
             self._task = self._bar.add_task(self.label, total=total)
-        self._bar.update(self._task, completed=done, total=total)
+        extra = self.detail() if self.detail else ""
+        description = f"{self.label} ({extra})" if extra else self.label
+        self._bar.update(self._task, completed=done, total=total, description=description)
 
     def close(self) -> None:
         if self._bar is not None:

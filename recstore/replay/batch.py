@@ -25,6 +25,8 @@ import duckdb
 from recstore.errors import RecstoreError
 from recstore.process import worker_pool
 from recstore.progress import NO_PROGRESS, Progress
+from recstore.replay.concurrent import run_many, run_threads
+from recstore.replay.endpoints import DEFAULT_MAX_CONNECTIONS, configure, live_session
 from recstore.replay.harness import Harness, ProviderSpec, harness_from_source, load_harness
 from recstore.replay.lineage import Placed, ReplayWriter, prepare_replay
 from recstore.replay.replay import ReplayReport, error_outcome, provider_for, replay_run
@@ -32,7 +34,7 @@ from recstore.store import Store
 from recstore.store.prepare import Prepared, Refused
 from recstore.store.store import StoredEvents, read_runs
 
-__all__ = ["ReplayJob", "ReplayResult", "replay_one", "replay_stored"]
+__all__ = ["ReplayJob", "ReplayResult", "batch_totals", "replay_one", "replay_stored"]
 
 READ_CHUNK = 500  # sources read per query (the first chunk is read before any worker starts)
 CHUNK = 25  # sources per task sent to a worker
@@ -56,6 +58,17 @@ class ReplayJob:
             # The descriptor hash stays the file's: aioc's hash covers the descriptor, not models.
             harness = harness.model_copy(update={"provider": self.provider})
         return harness
+
+    def calls_models(self) -> bool:
+        """Whether replays wait on a model over HTTP (then many run at once on threads)."""
+        spec = self.provider
+        if spec is None and self.harness_path:
+            spec = _cached_harness(self.harness_path, self.allow_outside).provider
+        return spec is not None and spec.kind in HTTP_PROVIDERS
+
+
+#: Provider kinds that wait on a server.
+HTTP_PROVIDERS = ("openai", "anthropic")
 
 
 @functools.lru_cache(maxsize=4)
@@ -103,18 +116,35 @@ def _replay_stored_run(job: ReplayJob, stored: StoredEvents, line: int, save: bo
     return _Replayed(report, *prepare_replay(source, record, report, provider, line))
 
 
-def _replay_task(job: ReplayJob, sources: list[tuple[int, StoredEvents]], save: bool) -> list[_Replayed]:
-    return [_replay_stored_run(job, stored, pos + 1, save) for pos, stored in sources]
+def _replay_task(job: ReplayJob, sources: list[tuple[int, StoredEvents]], save: bool,
+                 threads: int = 1, connections: int = DEFAULT_MAX_CONNECTIONS) -> list[_Replayed]:
+    """Replay a task's sources in a worker: on ``threads`` threads when they call a model (this
+    worker's share of ``--max-connections``), in order."""
+    if threads <= 1:
+        return [_replay_stored_run(job, stored, pos + 1, save) for pos, stored in sources]
+    configure(connections)
+    return [replayed for _, replayed in run_many(
+        lambda entry: _replay_stored_run(job, entry[1], entry[0] + 1, save), sources, threads=threads)]
 
 
 def _replayed(pool: ProcessPoolExecutor | None, workers: int, job: ReplayJob,
-              sources: Iterable[tuple[int, StoredEvents]], save: bool) -> Iterator[tuple[int, str, _Replayed]]:
+              sources: Iterable[tuple[int, StoredEvents]], save: bool,
+              max_connections: int) -> Iterator[tuple[int, str, _Replayed]]:
     """``(position, source run key, replay)`` for each source, in the order of ``sources``; at
-    most ``workers * IN_FLIGHT`` tasks are sent ahead, so memory stays flat."""
+    most ``workers * IN_FLIGHT`` tasks are sent ahead, so memory stays flat. Replays that call
+    a model run many at a time on threads (:mod:`recstore.replay.concurrent`); with several
+    workers each gets its share of ``max_connections``."""
+    calls_models = job.calls_models()
     if pool is None:
-        for pos, stored in sources:
-            yield pos, stored.run_key, _replay_stored_run(job, stored, pos + 1, save)
+        threads = run_threads(max_connections) if calls_models else 1
+        for (pos, stored), replayed in run_many(
+                lambda entry: _replay_stored_run(job, entry[1], entry[0] + 1, save), sources,
+                threads=threads):
+            yield pos, stored.run_key, replayed
         return
+    share = max(1, -(-max_connections // workers))
+    threads = run_threads(share) if calls_models else 1
+    chunk = max(CHUNK, 2 * threads) if calls_models else CHUNK
     pending: deque[tuple[list[tuple[int, StoredEvents]], Future]] = deque()
 
     def finished() -> Iterator[tuple[int, str, _Replayed]]:
@@ -123,8 +153,8 @@ def _replayed(pool: ProcessPoolExecutor | None, workers: int, job: ReplayJob,
             yield pos, stored.run_key, replayed
 
     todo = iter(sources)
-    while task := list(islice(todo, CHUNK)):
-        pending.append((task, pool.submit(_replay_task, job, task, save)))
+    while task := list(islice(todo, chunk)):
+        pending.append((task, pool.submit(_replay_task, job, task, save, threads, share)))
         while len(pending) >= workers * IN_FLIGHT:
             yield from finished()
     while pending:
@@ -154,23 +184,36 @@ def replay_stored(
     workers: int = 1,
     save: bool = True,
     progress: Progress = NO_PROGRESS,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
 ) -> list[ReplayResult]:
     """Replay the stored runs ``run_keys`` and store every replay record with its lineage
     (unless ``save`` is false), through one writer for the whole selection. Sources are read
-    a chunk at a time, so memory stays bounded; results come back in ``run_keys`` order.
+    a chunk at a time, so memory stays bounded; results come back in ``run_keys`` order, and
+    stored in that order whatever ``max_connections`` (the bound on model requests in flight
+    per endpoint and key).
+
+    Ctrl-C stops the model requests in flight, stores every replay that had finished, and
+    raises ``KeyboardInterrupt``.
 
     Raises:
         NotFoundError: a run key is not stored (before anything is replayed).
     """
     results: list[ReplayResult | None] = [None] * len(run_keys)
-    with worker_pool(workers if workers > 1 else 0) as pool, _session(store, save) as (con, writer):
-        replays = _replayed(pool, workers, job, read_runs(con, run_keys, READ_CHUNK), save)
+    with (live_session(max_connections), worker_pool(workers if workers > 1 else 0) as pool,
+          _session(store, save) as (con, writer)):
+        replays = _replayed(pool, workers, job, read_runs(con, run_keys, READ_CHUNK), save,
+                            max_connections)
         placed: dict[int, Placed] = {}  # where each stored replay went, known after close
-        for done, (pos, key, replayed) in enumerate(replays, 1):
-            if writer is not None and replayed.prepared is not None:
-                placed[pos] = writer.add(replayed.prepared, [replayed.lineage])
-            results[pos] = ReplayResult(key, None, replayed.report)
-            progress.update(done, len(run_keys))
+        try:
+            for done, (pos, key, replayed) in enumerate(replays, 1):
+                if writer is not None and replayed.prepared is not None:
+                    placed[pos] = writer.add(replayed.prepared, [replayed.lineage])
+                results[pos] = ReplayResult(key, None, replayed.report)
+                progress.update(done, len(run_keys))
+        except KeyboardInterrupt:
+            if writer is not None:
+                writer.close()  # keep every replay that finished
+            raise
         if writer is not None:
             writer.close()
     for pos, where in placed.items():
@@ -179,3 +222,16 @@ def replay_stored(
             result.report.replay_run_id = where.run_id
             results[pos] = ReplayResult(result.source_run_key, where.run_key, result.report)
     return results  # type: ignore[return-value] - every position was filled
+
+
+def batch_totals(results: Iterable[ReplayResult]) -> dict:
+    """What a batch did, for ``--json`` and the summary line: replays per report status, and the
+    model requests, retries, rate limits and tokens of all replays summed."""
+    from recstore.replay.endpoints import sum_usage
+
+    results = list(results)
+    statuses: dict[str, int] = {}
+    for r in results:
+        statuses[r.report.status] = statuses.get(r.report.status, 0) + 1
+    return {"replays": len(results), "statuses": dict(sorted(statuses.items())),
+            "usage": sum_usage(r.report.usage for r in results)}

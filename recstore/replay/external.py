@@ -440,31 +440,40 @@ def replay_stored_external(
     timeout: float = 300.0,
     save: bool = True,
     progress: Progress = NO_PROGRESS,
+    max_connections: int = 1,
 ) -> list[Any]:
     """``recstore replay --command``: hand each stored run to an external replayer and store
-    every outcome (failures as failed replays). Returns ``ReplayResult`` rows."""
+    every outcome (failures as failed replays). Up to ``max_connections`` commands run at once
+    (each under its own timeout and process-group kill); outcomes are stored in ``run_keys``
+    order. Returns ``ReplayResult`` rows."""
     from recstore.replay.agentuse_match import source_recordings
     from recstore.replay.batch import ReplayResult
+    from recstore.replay.concurrent import run_many
     from recstore.replay.lineage import load_sources, store_replays
     argv = split_command(command)
+
+    def requests() -> Any:  # sources are read here, in the consuming thread (one store reader)
+        for source in load_sources(store, list(run_keys)):
+            recordings = (
+                source_recordings(store, source.run_key, source.record)
+                if matching == "agentuse"
+                else None
+            )
+            yield source, build_request(
+                source.record,
+                run_key=source.run_key,
+                source_uri=source.source_uri,
+                mode=mode,
+                input_mode=input_mode,
+                matching=matching,
+                timeout=timeout,
+                recordings=recordings,
+            )
+
     results = []
-    for source in load_sources(store, list(run_keys)):
-        recordings = (
-            source_recordings(store, source.run_key, source.record)
-            if matching == "agentuse"
-            else None
-        )
-        request = build_request(
-            source.record,
-            run_key=source.run_key,
-            source_uri=source.source_uri,
-            mode=mode,
-            input_mode=input_mode,
-            matching=matching,
-            timeout=timeout,
-            recordings=recordings,
-        )
-        outcome = replay_external(source.record, argv, request, timeout=timeout)
+    for (source, _), outcome in run_many(
+            lambda job: replay_external(job[0].record, argv, job[1], timeout=timeout),
+            requests(), threads=max_connections):
         key = None
         if save:  # the replay's own key, also when the same replay was stored before
             (key,) = store_replays(store, [(source, outcome.record, outcome.report,

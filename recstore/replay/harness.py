@@ -168,14 +168,32 @@ class PolicySpec(_Model):
 HARNESS_API_KEY_ENV = re.compile(r"[A-Z][A-Z0-9_]*_API_KEY")
 
 
+#: The API key variable each HTTP provider reads when ``api_key_env`` is not given.
+DEFAULT_API_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+
 class ProviderSpec(_Model):
-    kind: Literal["recorded", "scripted", "openai"] = "recorded"
+    """``[provider]``: the model. ``timeout`` bounds each request, ``deadline`` (seconds) all
+    model requests of one run, retries included; ``max_retries`` counts errors (5xx, timeouts,
+    dropped connections), ``rate_limit_retries`` 429 answers."""
+
+    kind: Literal["recorded", "scripted", "openai", "anthropic"] = "recorded"
     script: str | list | None = None  # scripted: a JSON file (relative to the harness) or turns
     base_url: str | None = None
     model: str | None = None
     api_key_env: str | None = "OPENAI_API_KEY"
     timeout: float = Field(default=60.0, gt=0)
+    deadline: float | None = Field(default=None, gt=0)
     max_retries: int = Field(default=3, ge=0)
+    rate_limit_retries: int = Field(default=10, ge=0)
+    max_tokens: int = Field(default=1024, ge=1)  # anthropic: the API requires it
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_key_variable(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "api_key_env" not in data and data.get("kind") in DEFAULT_API_KEY_ENV:
+            data = {**data, "api_key_env": DEFAULT_API_KEY_ENV[data["kind"]]}
+        return data
 
 
 class RuntimeSpec(_Model):

@@ -91,6 +91,7 @@ def lineage_row(source: SourceRun, record: dict, report: ReplayReport, provider:
         "unconsumedRecordedOutputs": report.unconsumed,
         "calls": [call.to_json() for call in report.calls],
         "error": report.error,
+        "usage": report.usage,
     }
     return {
         "relation": RELATION,

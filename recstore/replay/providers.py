@@ -7,18 +7,17 @@ All follow :class:`recstore.runtime.provider.Provider` (``name`` plus
   calls of each request's output interval with their raw argument strings
   (``rawItem.arguments``), and the final text.
 * ``scripted`` is :class:`recstore.runtime.provider.ScriptedProvider` (a JSON list of turns).
-* :class:`OpenAIProvider` talks to any OpenAI-compatible chat-completions endpoint with the
-  standard library only; the API key comes from an environment variable and is never logged.
+* :class:`OpenAIProvider` talks to any OpenAI-compatible chat-completions endpoint, and
+  :class:`recstore.replay.anthropic.AnthropicProvider` to the Anthropic Messages API, both over
+  the pooled, rate-limited clients of :mod:`recstore.replay.endpoints`; the API key comes from an
+  environment variable and is never logged.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,10 +26,12 @@ from recstore.errors import InputError
 from recstore.jsonout import dumps
 from recstore.records import input_scope
 from recstore.records import requests as record_requests
+from recstore.replay.endpoints import ProviderError, RetryPolicy, Usage, endpoint_for, post_json
 from recstore.runtime.errors import AgentRunError
 from recstore.runtime.provider import ModelRequest, ModelResponse, ProviderToolCall
 
 __all__ = [
+    "HTTPModel",
     "OpenAIProvider",
     "OpenAISettings",
     "ProviderError",
@@ -39,10 +40,6 @@ __all__ = [
     "recorded_requests",
     "recorded_turns",
 ]
-
-
-class ProviderError(AgentRunError):
-    """A provider could not answer; the replay run fails with this error."""
 
 
 class RecordedProviderError(AgentRunError):
@@ -211,15 +208,70 @@ _SETTING_ALIASES = {
 
 @dataclass(frozen=True)
 class OpenAISettings:
-    """Where and how to call a chat-completions endpoint."""
+    """Where and how to call a chat-completions endpoint. ``timeout`` bounds each request,
+    ``deadline`` (seconds, None: none) the whole run's model requests, retries included."""
 
     base_url: str = "https://api.openai.com/v1"
     model: str | None = None  # overrides the agent's model when set
     api_key_env: str | None = "OPENAI_API_KEY"
     timeout: float = 60.0
     max_retries: int = 3
+    rate_limit_retries: int = 10
+    deadline: float | None = None
     backoff: float = 0.5  # first retry delay in seconds; doubles each retry
     max_backoff: float = 8.0
+
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(self.timeout, self.max_retries, self.rate_limit_retries,
+                           self.backoff, self.max_backoff)
+
+
+def api_key_from(env: str | None, kind: str) -> str | None:
+    """The API key in the environment variable ``env`` (None when ``env`` is None or empty)."""
+    if not env:
+        return None
+    key = os.environ.get(env)
+    if not key:
+        raise InputError(
+            f"environment variable {env} is not set (the {kind} provider reads its API key from it)",
+            source=f"provider {kind}",
+        )
+    return key
+
+
+class HTTPModel:
+    """What the HTTP providers share: the pooled endpoint, retries, the run deadline and the
+    run's token usage (``usage``, kept with the replay)."""
+
+    kind = "http"
+
+    def __init__(self, base_url: str, api_key: str | None, policy: RetryPolicy,
+                 deadline: float | None, sleep: Callable[[float], None] | None):
+        self.usage = Usage()
+        self._base_url = base_url
+        self._api_key = api_key
+        self._policy = policy
+        self._deadline_seconds = deadline
+        self._deadline: float | None = None  # set at the run's first request
+        self._sleep = sleep
+        self._endpoint = None
+
+    def _post(self, url: str, headers: dict[str, str], body: dict) -> Any:
+        if self._deadline is None and self._deadline_seconds is not None:
+            self._deadline = time.monotonic() + self._deadline_seconds
+        if self._endpoint is None:
+            self._endpoint = endpoint_for(self._base_url, self._api_key)
+        return post_json(self._endpoint, url, headers,
+                         dumps(body, indent=None).encode("utf-8"), policy=self._policy,
+                         usage=self.usage, who=f"{self.kind} provider", deadline=self._deadline,
+                         error_detail=_error_message, sleep=self._sleep)
+
+
+def _error_message(data: Any) -> str:
+    """The server's message in an error body (OpenAI's and Anthropic's ``error.message``)."""
+    error = data.get("error") if isinstance(data, dict) else None
+    message = error.get("message") if isinstance(error, dict) else error
+    return message if isinstance(message, str) else ""
 
 
 def _as_tool_message(item: dict) -> dict:
@@ -267,33 +319,27 @@ def _settings_payload(model_settings: dict) -> dict:
     return payload
 
 
-class OpenAIProvider:
+class OpenAIProvider(HTTPModel):
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
-    Retries 429 and 5xx answers and timeouts up to ``max_retries`` times with exponential backoff
-    (honouring ``Retry-After``); anything else fails at once with the server's error message.
+    Retries 429 and 5xx answers, timeouts and dropped connections (honouring the server's
+    delay headers; see :mod:`recstore.replay.endpoints`); anything else fails at once with the
+    server's error message. Each answer's ``usage`` is added to :attr:`usage`.
     """
 
     name = "OpenAIProvider"
+    kind = "openai"
 
     def __init__(
         self,
         settings: OpenAISettings | None = None,
         *,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ):
         self.settings = settings or OpenAISettings()
-        self._sleep = sleep
-        self._api_key: str | None = None
-        env = self.settings.api_key_env
-        if env:
-            key = os.environ.get(env)
-            if not key:
-                raise InputError(
-                    f"environment variable {env} is not set (the openai provider reads its API key from it)",
-                    source="provider openai",
-                )
-            self._api_key = key
+        key = api_key_from(self.settings.api_key_env, self.kind)
+        super().__init__(self.settings.base_url, key, self.settings.retry_policy(),
+                         self.settings.deadline, sleep)
         self._url = self.settings.base_url.rstrip("/") + "/chat/completions"
 
     def __repr__(self) -> str:  # never show the key
@@ -311,75 +357,15 @@ class OpenAIProvider:
         return body
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        body = dumps(self.payload(request), indent=None).encode("utf-8")
-        answer = self._post_with_retries(body)
-        return _parse_completion(answer, self._url)
-
-    def _post_with_retries(self, body: bytes) -> Any:
-        attempt = 0
-        while True:
-            try:
-                return self._post(body)
-            except _Retryable as exc:
-                if attempt >= self.settings.max_retries:
-                    raise ProviderError(
-                        f"openai provider: {exc} from {self._url} (gave up after {attempt + 1} attempts)"
-                    ) from None
-                delay = exc.retry_after
-                if delay is None:
-                    delay = min(self.settings.backoff * (2**attempt), self.settings.max_backoff)
-                self._sleep(delay)
-                attempt += 1
-
-    def _post(self, body: bytes) -> Any:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        req = urllib.request.Request(self._url, data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=self.settings.timeout) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            detail = _error_detail(exc)
-            if exc.code == 429 or exc.code >= 500:
-                raise _Retryable(f"HTTP {exc.code}{detail}", _retry_after(exc)) from None
-            raise ProviderError(f"openai provider: HTTP {exc.code}{detail} from {self._url}") from None
-        except TimeoutError:
-            raise _Retryable(f"timed out after {self.settings.timeout:g}s", None) from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise _Retryable(f"timed out after {self.settings.timeout:g}s", None) from None
-            raise ProviderError(f"openai provider: cannot reach {self._url}: {exc.reason}") from None
-        except (http.client.HTTPException, ConnectionError) as exc:
-            raise _Retryable(f"connection failed ({type(exc).__name__})", None) from None
-        try:
-            return json.loads(raw)
-        except ValueError:
-            raise ProviderError(f"openai provider: {self._url} answered with invalid JSON") from None
-
-
-class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None):
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-def _retry_after(exc: urllib.error.HTTPError) -> float | None:
-    value = exc.headers.get("Retry-After") if exc.headers else None
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _error_detail(exc: urllib.error.HTTPError) -> str:
-    try:
-        data = json.loads(exc.read() or b"{}")
-    except (ValueError, OSError):
-        return ""
-    error = data.get("error") if isinstance(data, dict) else None
-    message = error.get("message") if isinstance(error, dict) else error
-    return f": {message}" if isinstance(message, str) and message else ""
+        answer = self._post(self._url, headers, self.payload(request))
+        usage = answer.get("usage") if isinstance(answer, dict) else None
+        if isinstance(usage, dict):
+            self.usage.add_tokens(usage.get("prompt_tokens"), usage.get("completion_tokens"),
+                                  usage.get("total_tokens"))
+        return _parse_completion(answer, self._url)
 
 
 def _parse_completion(answer: Any, url: str) -> ModelResponse:

@@ -159,6 +159,7 @@ class ReplayReport:
     unconsumed: int
     differences: list[dict] = field(default_factory=list)
     error: dict | None = None
+    usage: dict | None = None  # an HTTP provider's requests, retries and tokens (Usage.to_json)
 
     def to_json(self) -> dict:
         return {
@@ -177,6 +178,7 @@ class ReplayReport:
             "unconsumedRecordedOutputs": self.unconsumed,
             "differences": self.differences,
             "error": self.error,
+            "usage": self.usage,
         }
 
     def render(self) -> str:
@@ -245,12 +247,22 @@ def provider_for(spec: ProviderSpec | None, source: dict) -> Provider:
         if isinstance(spec.script, list):
             return ScriptedProvider(spec.script)
         return ScriptedProvider.from_json(spec.script)
+    if spec.kind == "anthropic":
+        from recstore.replay.anthropic import AnthropicProvider, AnthropicSettings
+
+        return AnthropicProvider(AnthropicSettings(
+            base_url=spec.base_url or AnthropicSettings.base_url, model=spec.model,
+            api_key_env=spec.api_key_env, max_tokens=spec.max_tokens, timeout=spec.timeout,
+            max_retries=spec.max_retries, rate_limit_retries=spec.rate_limit_retries,
+            deadline=spec.deadline))
     settings = OpenAISettings(
         base_url=spec.base_url or OpenAISettings.base_url,
         model=spec.model,
         api_key_env=spec.api_key_env,
         timeout=spec.timeout,
         max_retries=spec.max_retries,
+        rate_limit_retries=spec.rate_limit_retries,
+        deadline=spec.deadline,
     )
     return OpenAIProvider(settings)
 
@@ -388,6 +400,7 @@ def replay_run(
         calls = tape_executor.calls
         executor = tape_executor
     model = _TurnTracking(provider or provider_for(built.provider, source_record), built)
+    usage = getattr(model.inner, "usage", None)
     if context is None:
         snapshot = source_record.get("contextSnapshot")
         context = copy.deepcopy(snapshot) if snapshot is not None else {}
@@ -436,6 +449,7 @@ def replay_run(
         unconsumed=len(tape) if mode != "live" else 0,
         differences=comparison["differences"],
         error=error,
+        usage=usage.to_json() if usage is not None else None,
     )
     return ReplayOutcome(record=record, stats=stats, report=report, error=result.error, calls=calls)
 

@@ -53,6 +53,14 @@ class PreparedCandidate:
                              "harness replays use aioc's rules", path="replay.matching")
 
     @property
+    def waits(self) -> bool:
+        """Whether a replay mostly waits (an HTTP model or an external command): then many run
+        at once."""
+        if self.spec.candidate.command:
+            return True
+        return self.harness is not None and self.harness.provider.kind in ("openai", "anthropic")
+
+    @property
     def descriptor(self) -> dict | None:
         """The harness document a judge may see (``candidateDescriptor``)."""
         return self.harness.materialized() if self.harness is not None else None

@@ -17,7 +17,7 @@ from typing import Any
 from recstore.errors import NotFoundError
 from recstore.files import private_dir, write_private_text
 from recstore.jsonout import dumps, utc_timestamp, write_json
-from recstore.sweep.runner import run_label
+from recstore.sweep.runner import run_label, run_usage
 from recstore.sweep.spec import CompareSpec
 
 #: Differences shown per case in the report (the JSON keeps the count of the rest).
@@ -79,6 +79,13 @@ def compared_text(compared: dict) -> str:
     return text + (f"; not compared: {', '.join(skipped)}" if skipped else "")
 
 
+def usage_text(usage: dict) -> str:
+    """One line of a sweep run's model usage (``run_usage``)."""
+    return (f"model requests: {usage['requests']:,} ({usage['retries']:,} retries, "
+            f"{usage['rateLimited']:,} rate-limited); tokens: {usage['totalTokens']:,} "
+            f"({usage['promptTokens']:,} prompt, {usage['completionTokens']:,} completion)")
+
+
 def sweep_status(store: Any, name: str | None = None) -> list[dict]:
     """Runs of sweep ``name`` (oldest first), or the latest run of every sweep, each with its
     pass/warn/fail counts and trend against the previous run.
@@ -116,10 +123,12 @@ def sweep_report(store: Any, run_id: int) -> dict:
                       [run_id])
         calls = _replay_calls(con, run_id)
         trend = _trend(con, run)
+    usage = run_usage(store, run_id)
     case_json = [_case_json(c, calls.get(c["replay_run_key"], [])) for c in cases]
     return {
         "run": _run_json(run),
         "compared": CompareSpec.model_validate(spec.get("compare") or {}).compared(),
+        "usage": usage,
         "spec": spec,
         "trend": trend,
         "history": [_run_json(h) for h in history],
@@ -274,6 +283,7 @@ def render_html(report: dict) -> str:
         passed=[c for c in cases if c["status"] == "pass"],
         case_ids={c["source_run_key"]: c["case_index"] for c in report["cases"]},
         compared=compared_text(report["compared"]),
+        usage=usage_text(report["usage"]) if report["usage"]["requests"] else None,
         to_json=lambda v: dumps(v, indent=1),
     )
 

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,8 @@ from recstore.canonical import canonical_json
 from recstore.errors import EmptySelectionError, InputError, NotFoundError, RecstoreError
 from recstore.process import exit_with_parent
 from recstore.progress import NO_PROGRESS, Progress
+from recstore.replay.concurrent import run_many, run_threads
+from recstore.replay.endpoints import configure, live_session
 from recstore.store import Store
 from recstore.store.db import transaction
 from recstore.store.tables import insert_rows
@@ -60,6 +63,8 @@ class SweepRun:
     counts: dict[str, int] = field(default_factory=lambda: {"pass": 0, "warn": 0, "fail": 0})
     seconds: float = 0.0
     compared: dict = field(default_factory=dict)  # CompareSpec.compared(): what was compared
+    usage: dict = field(default_factory=dict)  # run_usage(): model requests and tokens of the run
+    live: dict = field(default_factory=dict)  # this call's model-request counters (LiveStats)
 
     @property
     def failed(self) -> bool:
@@ -91,6 +96,8 @@ class SweepRun:
             "recovered": self.recovered,
             "counts": self.counts,
             "compared": self.compared,
+            "usage": self.usage,
+            "live": self.live,
             "status": "fail" if self.failed else ("warn" if self.counts["warn"] else "pass"),
             "seconds": round(self.seconds, 3),
         }
@@ -165,17 +172,31 @@ def run_sweep(
         writer = _CaseWriter(store, spec, run_id)
         done = result.case_count - len(cases)
         progress.update(done, result.case_count)
-        for case in _execute(spec, candidate, _case_inputs(store, run_id, cases), len(cases)):
-            writer.add(case)
-            result.processed += 1
-            result.recovered += case.already_stored
-            done += 1
-            progress.update(done, result.case_count)
-        writer.flush()
+        with live_session(spec.candidate.max_connections) as stats:
+            for case in _kept_on_interrupt(
+                    _execute(spec, candidate, _case_inputs(store, run_id, cases), len(cases)), writer):
+                writer.add(case)
+                result.processed += 1
+                result.recovered += case.already_stored
+                done += 1
+                progress.update(done, result.case_count)
+            writer.flush()
+        result.live = stats.to_json()
         _end_run(store, run_id, "finished", None)
         result.counts = _outcome_counts(store, run_id)
+        result.usage = run_usage(store, run_id)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _kept_on_interrupt(results: Iterator[CaseResult], writer: _CaseWriter) -> Iterator[CaseResult]:
+    """``results``, committing the cases finished so far when Ctrl-C stops their computation
+    (the run then resumes from there)."""
+    try:
+        yield from results
+    except KeyboardInterrupt:
+        writer.flush()
+        raise
 
 
 # --- opening a run -----------------------------------------------------------------------------
@@ -338,14 +359,17 @@ def _stored_replays(con: Any, run_id: int) -> dict[int, tuple[str, dict]]:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(spec: SweepSpec, parent_pid: int) -> None:
+def _init_worker(spec: SweepSpec, parent_pid: int, connections: int) -> None:
     exit_with_parent(parent_pid)  # a killed sweep must not leave workers replaying
+    configure(connections)  # this worker's share of candidate.max_connections
     _WORKER["spec"] = spec
     _WORKER["candidate"] = prepare_candidate(spec)
 
 
-def _compute_in_worker(case: CaseInput) -> CaseResult:
-    return compute_case(_WORKER["spec"], _WORKER["candidate"], case)
+def _compute_in_worker(cases: list[CaseInput], threads: int) -> list[CaseResult]:
+    spec, candidate = _WORKER["spec"], _WORKER["candidate"]
+    return [result for _, result in run_many(lambda case: compute_case(spec, candidate, case),
+                                             cases, threads=threads, ordered=False)]
 
 
 def _execute(spec: SweepSpec, candidate: Any, cases: Iterator[CaseInput], count: int
@@ -354,24 +378,42 @@ def _execute(spec: SweepSpec, candidate: Any, cases: Iterator[CaseInput], count:
 
     At most :data:`FLUSH_CASES` (or ``2 * workers``) cases are in flight, so memory stays flat
     however many cases there are, yet the workers keep busy while this process commits a group.
+    A candidate that waits (an HTTP model, an external command) runs many cases at once on
+    threads (:mod:`recstore.replay.concurrent`), each worker with its share of
+    ``candidate.max_connections``.
     """
+    connections = spec.candidate.max_connections
     if spec.workers == 1 or count <= 1:  # a process pool only pays off for several cases
-        for case in cases:
-            yield compute_case(spec, candidate, case)
+        threads = _case_threads(candidate, connections)
+        for _, result in run_many(lambda case: compute_case(spec, candidate, case), cases,
+                                  threads=threads, ordered=False,
+                                  window=max(FLUSH_CASES, 2 * threads)):
+            yield result
         return
+    share = max(1, -(-connections // spec.workers))
+    threads = _case_threads(candidate, share)
     # spawn, not fork: this process has used DuckDB, whose threads must not be forked.
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(spec.workers, mp_context=context, initializer=_init_worker,
-                             initargs=(spec, os.getpid())) as pool:
+                             initargs=(spec, os.getpid(), share)) as pool:
         in_flight: set[Future] = set()
-        for case in cases:
-            in_flight.add(pool.submit(_compute_in_worker, case))
-            if len(in_flight) >= max(2 * spec.workers, FLUSH_CASES):
+        todo = iter(cases)
+        while batch := list(islice(todo, max(1, threads))):
+            in_flight.add(pool.submit(_compute_in_worker, batch, threads))
+            if len(in_flight) * len(batch) >= max(2 * spec.workers * len(batch), FLUSH_CASES):
                 finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-                yield from (f.result() for f in finished)
+                yield from (r for f in finished for r in f.result())
         while in_flight:
             finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-            yield from (f.result() for f in finished)
+            yield from (r for f in finished for r in f.result())
+
+
+def _case_threads(candidate: Any, connections: int) -> int:
+    """Cases computed at once: one without waiting; a thread per command; for a model over
+    HTTP more threads than request slots (a case sleeping before a retry holds none)."""
+    if not candidate.waits:
+        return 1
+    return connections if candidate.spec.candidate.command else run_threads(connections)
 
 
 def compute_case(spec: SweepSpec, candidate: Any, case: CaseInput) -> CaseResult:
@@ -533,6 +575,20 @@ def _insert_end(con: Any, run_id: int, status: str, reason: str | None) -> None:
                 [run_id, _utc_naive(datetime.now(UTC)), status, reason])
 
 
+def run_usage(store: Any, run_id: int) -> dict:
+    """The model usage of a sweep run's stored replays, summed (the ``replays`` view's usage
+    columns): requests, retries, 429s and tokens, and how many replays reported usage."""
+    with store.reader() as con:
+        row = con.execute(
+            "SELECT count(r.model_requests), sum(r.model_requests), sum(r.model_retries), "
+            "sum(r.rate_limited), sum(r.prompt_tokens), sum(r.completion_tokens), "
+            "sum(r.total_tokens) FROM sweep_case_results c JOIN replays r "
+            "ON r.replay_run_key = c.replay_run_key WHERE c.sweep_run_id = ?", [run_id]).fetchone()
+    names = ("replaysWithUsage", "requests", "retries", "rateLimited", "promptTokens",
+             "completionTokens", "totalTokens")
+    return {name: int(value or 0) for name, value in zip(names, row, strict=True)}
+
+
 def _outcome_counts(store: Any, run_id: int) -> dict[str, int]:
     with store.reader() as con:
         rows = con.execute(
@@ -578,4 +634,4 @@ def resolve_run_id(store: Any, ref: str) -> int:
 
 
 __all__ = ["CaseInput", "CaseResult", "SweepRun", "compute_case", "resolve_run_id", "run_label",
-           "run_sweep", "select_cases"]
+           "run_sweep", "run_usage", "select_cases"]

@@ -84,6 +84,8 @@ class CandidateSpec(_Strict):
     timeout: Annotated[float, Field(gt=0)] = 300.0
     label: str | None = None
     allow_outside: bool = False  # the harness may read files outside its folder
+    # model requests in flight at most (per endpoint and key), or replayer commands at once
+    max_connections: Annotated[int, Field(ge=1, le=4096)] = 16
 
     @field_validator("command", mode="before")
     @classmethod
@@ -261,10 +263,12 @@ class SweepSpec(_Strict):
 
     @property
     def spec_hash(self) -> str:
-        """``sha256:`` of what decides the results (not workers, schedule or description): an
-        unfinished run resumes only under the same hash; a changed spec starts a new run."""
+        """``sha256:`` of what decides the results (not workers, max_connections, schedule or
+        description): an unfinished run resumes only under the same hash; a changed spec starts
+        a new run."""
         decisive = {k: v for k, v in self.canonical().items() if k not in _NOT_DECISIVE}
         decisive["select"].pop("allow_empty")  # says whether to run, not what a run finds
+        decisive["candidate"].pop("max_connections")  # how fast, not what
         return "sha256:" + sha256_canonical(decisive)
 
 
