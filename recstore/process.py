@@ -261,8 +261,11 @@ def kill_running_commands() -> None:
     with _running_lock:
         leaders = list(_running)
     for pid in leaders:
+        if not _USE_REAPER:
+            _kill_group(pid)
+            continue
         try:
-            os.kill(pid, signal.SIGTERM) if _USE_REAPER else _kill_group(pid)
+            os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
 
