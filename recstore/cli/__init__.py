@@ -50,6 +50,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("recstore.cli.store_cmds", "List the most recently stored runs."),
     "schema": ("recstore.cli.query_cmds",
                "Print the queryable views with column types and descriptions."),
+    "serve": ("recstore.cli.serve_cmds",
+              "Serve the store as a local web app and JSON API, with live ingest (docs/serve.md)."),
     "show": ("recstore.cli.store_cmds", "Show one stored run (run key, runId, or a unique "
              "prefix): question, response, error, duration and tags, then the `inspect` "
              "summary; with --json the stored record exactly as ingested (original key order)."),
