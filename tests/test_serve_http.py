@@ -272,3 +272,41 @@ def test_ctrl_c_stops_cleanly_and_removes_the_serve_file(tmp_path):
         assert not info.exists()
         assert "Traceback" not in proc.stderr.read()
     assert os.path.exists(db)
+
+
+def test_cli_beside_the_server_sends_read_commands_to_it(server):
+    import subprocess
+    import sys
+
+    url, db, _ = server
+
+    def recstore(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), *args],
+                              capture_output=True, text=True, timeout=120)
+
+    done = recstore("query", "SELECT count(*) AS n FROM runs", "--format", "csv")
+    assert done.returncode == 0 and done.stdout.splitlines()[0] == "n", done.stderr
+    assert "busy" not in done.stderr
+    runs = recstore("runs", "--limit", "2", "--json")
+    key = json.loads(runs.stdout)[0]["run_key"]
+    assert recstore("show", key).returncode == 0
+    missing = recstore("show", "no-such-run")
+    assert missing.returncode == 2 and missing.stderr.startswith("recstore: error: no stored run")
+    refused = recstore("query", "DELETE FROM runs")
+    assert refused.returncode == 2 and "refused" in refused.stderr
+
+
+def test_watch_ingests_new_files(tmp_path):
+    import time
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    with served(tmp_path / "w.duckdb", "--watch", str(inbox)) as (url, _proc, _):
+        (inbox / "a.json").write_text(json.dumps(_record("watched-1")))
+        deadline = time.monotonic() + 120
+        found = 0
+        while time.monotonic() < deadline and not found:
+            time.sleep(0.5)
+            found = get(url, "/api/query", params={
+                "q": "SELECT count(*) FROM runs WHERE run_id = 'watched-1'"}).json()["rows"][0][0]
+        assert found == 1

@@ -175,6 +175,26 @@ def cli(ctx: click.Context, db: str, debug: bool) -> None:
     ctx.ensure_object(dict)
     ctx.obj["db"] = db
     ctx.obj["debug"] = debug
+    if ctx.invoked_subcommand and not ctx.obj.get("served_store"):
+        _to_server(ctx, ctx.invoked_subcommand, db)
+
+
+def _to_server(ctx: click.Context, command: str, db: str) -> None:
+    """Send a read command on a store that `recstore serve` holds to that server (docs/serve.md:
+    working beside the server), print what it answers and exit with its status."""
+    from recstore.serve.client import FORWARDED, forward, server_for
+
+    if command not in FORWARDED or "-h" in sys.argv or "--help" in sys.argv:
+        return
+    info = server_for(db)
+    if info is None:
+        return
+    argv = sys.argv[1:]
+    args = argv[argv.index(command) + 1:] if command in argv else []
+    answer = forward(info, command, args)
+    sys.stdout.write(answer["stdout"])
+    sys.stderr.write(answer["stderr"])
+    ctx.exit(answer["exit_code"])
 
 
 def main() -> None:

@@ -30,6 +30,8 @@ _SHOWN_REJECTS = 20
 
 
 def _store(ctx: click.Context, lock_timeout: float) -> Store:
+    if ctx.obj.get("served_store") is not None:  # run by `recstore serve` for another shell
+        return ctx.obj["served_store"]
     return Store(ctx.obj["db"], lock_timeout=lock_timeout)
 
 

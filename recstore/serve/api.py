@@ -9,6 +9,7 @@ DuckDB work never blocks the event loop. Errors are ``{"error": "..."}`` with 40
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,39 @@ def _rejects(request: Request) -> Response:
     return json_response(data.rejects(_store(request)))
 
 
+_CLI_LOCK = threading.Lock()  # click's output capture swaps sys.stdout: one command at a time
+
+
+async def _cli(request: Request) -> Response:
+    """Run a read command for another shell on the held store (``recstore.serve.client``)."""
+    from recstore.serve.client import FORWARDED
+
+    try:
+        asked = json.loads(await request.body())
+        command, args = asked["command"], [str(a) for a in asked["args"]]
+    except (ValueError, KeyError, TypeError):
+        return json_response({"error": "expected {\"command\": ..., \"args\": [...]}"}, 400)
+    if command not in FORWARDED:
+        return json_response({"error": f"the server does not run `recstore {command}`"}, 400)
+    if any(a in ("-o", "--output") or a.startswith(("--output=", "-o")) for a in args):
+        return json_response({"error": "-o/--output would be written by the server; "
+                              "redirect stdout instead"}, 400)
+    return json_response(await run_in_threadpool(_run_cli, request.app.state.store, command,
+                                                 args, asked.get("columns")))
+
+
+def _run_cli(store: Any, command: str, args: list[str], columns: str | None) -> dict:
+    from click.testing import CliRunner
+
+    from recstore.cli import cli
+
+    env = {"COLUMNS": columns} if columns else {}
+    with _CLI_LOCK:
+        result = CliRunner().invoke(cli, ["--db", str(store.path), command, *args],
+                                    obj={"served_store": store}, env=env)
+    return {"stdout": result.stdout, "stderr": result.stderr, "exit_code": result.exit_code}
+
+
 def _status(request: Request) -> Response:
     store = _store(request)
     return json_response({"store": str(store.path), "last_seq": store.last_seq(),
@@ -172,6 +206,7 @@ def api_routes() -> list[Route]:
         Route("/api/sweeps", _sweeps),
         Route("/api/sweeps/{name}", _sweep),
         Route("/api/rejects", _rejects),
+        Route("/api/cli", _cli, methods=["POST"]),
         Route("/v1/runrecords", _ingest_route(ingest_body), methods=["POST"]),
         Route("/v1/traces", _ingest_route(otlp_body), methods=["POST"]),
     ]
