@@ -310,3 +310,23 @@ def test_watch_ingests_new_files(tmp_path):
             found = get(url, "/api/query", params={
                 "q": "SELECT count(*) FROM runs WHERE run_id = 'watched-1'"}).json()["rows"][0][0]
         assert found == 1
+
+
+def test_ingest_beside_the_server_goes_through_it(server, tmp_path):
+    import subprocess
+    import sys
+
+    url, db, _ = server
+    sink = tmp_path / "sink.ndjson"
+    sink.write_text(json.dumps(_record("beside-1")) + "\n" + json.dumps(_record("beside-2")) + "\n")
+    done = subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), "ingest",
+                           sink.name, "--tag", "via=cli"], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "accepted 2" in done.stdout + done.stderr
+    rows = get(url, "/api/query", params={"q": "SELECT count(*) FROM runs WHERE run_id LIKE "
+                                               "'beside-%' AND tags->>'via' = 'cli'"}).json()
+    assert rows["rows"][0][0] == 2
+    stdin = subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), "ingest", "-"],
+                           input="{}", capture_output=True, text=True, timeout=120)
+    assert stdin.returncode == 2 and "stdin cannot be sent" in stdin.stderr

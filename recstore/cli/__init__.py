@@ -182,7 +182,7 @@ def cli(ctx: click.Context, db: str, debug: bool) -> None:
 def _to_server(ctx: click.Context, command: str, db: str) -> None:
     """Send a read command on a store that `recstore serve` holds to that server (docs/serve.md:
     working beside the server), print what it answers and exit with its status."""
-    from recstore.serve.client import FORWARDED, forward, server_for
+    from recstore.serve.client import FORWARDED, absolute_paths, forward, server_for
 
     if command not in FORWARDED or "-h" in sys.argv or "--help" in sys.argv:
         return
@@ -191,6 +191,10 @@ def _to_server(ctx: click.Context, command: str, db: str) -> None:
         return
     argv = sys.argv[1:]
     args = argv[argv.index(command) + 1:] if command in argv else []
+    try:
+        args = absolute_paths(command, args)
+    except ValueError as exc:
+        raise RecstoreError(f"{db} is served by {info['url']}: {exc}") from None
     answer = forward(info, command, args)
     sys.stdout.write(answer["stdout"])
     sys.stderr.write(answer["stderr"])

@@ -129,7 +129,7 @@ _CLI_LOCK = threading.Lock()  # click's output capture swaps sys.stdout: one com
 
 async def _cli(request: Request) -> Response:
     """Run a read command for another shell on the held store (``recstore.serve.client``)."""
-    from recstore.serve.client import FORWARDED
+    from recstore.serve.client import FORWARDED  # ingest's paths arrive absolute
 
     try:
         asked = json.loads(await request.body())

@@ -15,8 +15,33 @@ from pathlib import Path
 
 __all__ = ["FORWARDED", "forward", "server_for"]
 
-#: Commands the server runs for another shell (they only read; their output is text).
-FORWARDED = frozenset({"query", "runs", "show", "rejects", "schema", "queries", "lineage"})
+#: Commands the server runs for another shell (their output is text); ``ingest`` reads its
+#: files in the server, with the paths made absolute here.
+FORWARDED = frozenset({"query", "runs", "show", "rejects", "schema", "queries", "lineage",
+                       "ingest"})
+# ingest options that take a value (the value is not a path)
+_INGEST_VALUES = frozenset({"--tag", "--format", "--batch-size", "--max-record-bytes",
+                            "--workers", "--lock-timeout"})
+
+
+def absolute_paths(command: str, args: list[str]) -> list[str]:
+    """``args`` with ``ingest``'s paths made absolute (the server runs in another directory).
+
+    Raises:
+        ValueError: ``-`` (stdin) cannot be sent to a server.
+    """
+    if command != "ingest":
+        return args
+    out, value_next = [], False
+    for arg in args:
+        if value_next or arg.startswith("-") and arg != "-":
+            out.append(arg)
+            value_next = arg in _INGEST_VALUES
+            continue
+        if arg == "-":
+            raise ValueError("stdin cannot be sent to the server; POST it to /v1/runrecords")
+        out.append(os.path.abspath(os.path.expanduser(arg)))
+    return out
 
 
 def server_for(db: str | os.PathLike) -> dict | None:
