@@ -330,3 +330,32 @@ def test_ingest_beside_the_server_goes_through_it(server, tmp_path):
     stdin = subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), "ingest", "-"],
                            input="{}", capture_output=True, text=True, timeout=120)
     assert stdin.returncode == 2 and "stdin cannot be sent" in stdin.stderr
+
+
+def test_ingest_watch_without_a_server(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    inbox, db = tmp_path / "inbox", tmp_path / "w.duckdb"
+    inbox.mkdir()
+    watcher = subprocess.Popen([sys.executable, "-m", "recstore", "--db", str(db), "ingest",
+                                "--watch", str(inbox)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        (inbox / "a.ndjson").write_text(json.dumps(_record("w-1")) + "\n")
+        deadline, count = time.monotonic() + 120, 0
+        while time.monotonic() < deadline and not count:
+            time.sleep(1)
+            done = subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), "query",
+                                   "SELECT count(*) AS n FROM runs", "--format", "csv",
+                                   "--lock-timeout", "5"], capture_output=True, text=True)
+            if done.returncode == 0:
+                count = int(done.stdout.splitlines()[1])
+        assert count == 1
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        watcher.wait(timeout=60)
+    assert watcher.returncode == 130
+    assert "Traceback" not in watcher.stderr.read()
