@@ -50,6 +50,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("recstore.cli.store_cmds", "List the most recently stored runs."),
     "schema": ("recstore.cli.query_cmds",
                "Print the queryable views with column types and descriptions."),
+    "serve": ("recstore.cli.serve_cmds",
+              "Serve the store as a local web app and JSON API, with live ingest (docs/serve.md)."),
     "show": ("recstore.cli.store_cmds", "Show one stored run (run key, runId, or a unique "
              "prefix): question, response, error, duration and tags, then the `inspect` "
              "summary; with --json the stored record exactly as ingested (original key order)."),
@@ -176,6 +178,30 @@ def cli(ctx: click.Context, db: str, debug: bool) -> None:
 
     protect_store_files(db)  # even commands that never open it (--engine spark) keep off it
     ctx.obj["debug"] = debug
+    if ctx.invoked_subcommand and not ctx.obj.get("served_store"):
+        _to_server(ctx, ctx.invoked_subcommand, db)
+
+
+def _to_server(ctx: click.Context, command: str, db: str) -> None:
+    """Send a read command on a store that `recstore serve` holds to that server (docs/serve.md:
+    working beside the server), print what it answers and exit with its status."""
+    from recstore.serve.client import FORWARDED, absolute_paths, forward, server_for
+
+    if command not in FORWARDED or "-h" in sys.argv or "--help" in sys.argv:
+        return
+    info = server_for(db)
+    if info is None:
+        return
+    argv = sys.argv[1:]
+    args = argv[argv.index(command) + 1:] if command in argv else []
+    try:
+        args = absolute_paths(command, args)
+    except ValueError as exc:
+        raise RecstoreError(f"{db} is served by {info['url']}: {exc}") from None
+    answer = forward(info, command, args)
+    sys.stdout.write(answer["stdout"])
+    sys.stderr.write(answer["stderr"])
+    ctx.exit(answer["exit_code"])
 
 
 def main() -> None:

@@ -56,6 +56,8 @@ def existing_store(ctx: click.Context, lock_timeout: float = READ_WAIT,
     """
     from recstore.store import Store  # deferred: keeps `recstore --help` fast
 
+    if ctx.obj.get("served_store") is not None:  # run by `recstore serve` for another shell
+        return ctx.obj["served_store"]
     path = Path(ctx.obj["db"])
     if not path.exists():
         raise NotFoundError(f"store {path} does not exist; ingest records first "

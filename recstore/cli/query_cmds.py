@@ -30,31 +30,23 @@ from recstore.query import (
     compile_query,
     default_catalog,
     list_saved,
-    load_saved,
     run_query,
     write_result,
 )
 from recstore.query.dialects import DIALECTS
+from recstore.query.limits import QUERY_MAX_ROWS, QUERY_TIMEOUT
+from recstore.query.saved import resolve_saved
 from recstore.query.views import Catalog, catalog_from_connection, schema_json, schema_text
 
 if TYPE_CHECKING:
     from recstore.store import Store
 
-# CLI defaults (the library sets no limits unless asked): a query holds the store's read lock
-# while it runs, and a runaway one (a recursive CTE, a cross join) would otherwise never end.
-QUERY_TIMEOUT = 120.0
-QUERY_MAX_ROWS = 1_000_000
 # After a timeout or Ctrl-C, seconds a statement may ignore the interrupt before the process
 # exits (one huge scalar call such as repeat() checks only when it returns).
 _EXIT_AFTER = 3.0
 
 
-def _resolve_saved(text: str, params: dict[str, str]) -> tuple[str, dict, str | None]:
-    """``(query text, parameters, language)`` of ``text``, reading ``@name`` saved queries."""
-    if text.startswith("@"):
-        saved = load_saved(text)
-        return saved.text, saved.bind(params), saved.language
-    return text, params, None
+_resolve_saved = resolve_saved
 
 
 def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> CompiledQuery:

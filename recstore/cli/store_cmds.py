@@ -30,6 +30,8 @@ _SHOWN_REJECTS = 20
 
 
 def _store(ctx: click.Context, lock_timeout: float) -> Store:
+    if ctx.obj.get("served_store") is not None:  # run by `recstore serve` for another shell
+        return ctx.obj["served_store"]
     return Store(ctx.obj["db"], lock_timeout=lock_timeout)
 
 
@@ -80,6 +82,8 @@ def _parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
     help="Processes that parse, hash and project records (0: this one; default: as many as "
     "pay off for the input's size).",
 )
+@click.option("--watch", is_flag=True,
+              help="Keep watching PATHS (folders) and ingest new and grown files until Ctrl-C.")
 @_JSON
 @lock_timeout_option(WRITE_WAIT)
 @quiet_option
@@ -87,6 +91,7 @@ def _parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
 def ingest(
     ctx: click.Context,
     paths: tuple[str, ...],
+    watch: bool,
     tags: tuple[str, ...],
     fmt: str,
     batch_size: int,
@@ -108,6 +113,8 @@ def ingest(
     Example: recstore ingest ~/.local/share/agentuse --format agentuse
     Example: recstore ingest traces.jsonl --format otlp
     """
+    if watch:
+        _watch(_store(ctx, lock_timeout), list(paths))
     with CliProgress("ingest records", quiet=quiet) as progress:
         summary = _store(ctx, lock_timeout).ingest(
             list(paths),
@@ -130,6 +137,20 @@ def ingest(
             say(f"... {summary.rejected - _SHOWN_REJECTS} more (recstore rejects)", err=True)
         say(summary.line())
     ctx.exit(summary.exit_code)
+
+
+def _watch(store: Store, folders: list[str]) -> None:
+    """Ingest what arrives under ``folders`` until Ctrl-C (the watch `recstore serve --watch`
+    runs, in this process)."""
+    import time
+
+    from recstore.serve.ingest import FolderWatch
+
+    watcher = FolderWatch(store, folders, on_summary=lambda path, line: say(f"{path}: {line}"))
+    say(f"watching {', '.join(folders)} (Ctrl-C stops)", err=True)
+    while True:
+        watcher.poll()
+        time.sleep(watcher.interval)
 
 
 @cli.command("rejects")

@@ -132,11 +132,13 @@ def _drift_chart(tools: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def render_html(comparison: Comparison, store: Store | ParquetLayout | None = None, *,
-                detail_limit: int = DETAIL_LIMIT, browser: PairBrowser | None = None) -> str:
+                detail_limit: int = DETAIL_LIMIT, browser: PairBrowser | None = None,
+                run_link: str | None = None) -> str:
     """A self-contained HTML report of ``comparison``; ``store`` (or the Parquet layout a Spark
     comparison ran over) is read for the pairs' slices, tool names and the drill-downs of the
     first ``detail_limit`` changed pairs (or pass the ``browser`` that
-    :func:`~recstore.compare.details.browse_pairs` returned)."""
+    :func:`~recstore.compare.details.browse_pairs` returned). ``run_link`` (e.g. ``/runs/``, as
+    ``recstore serve`` passes) makes every run key a link to that prefix + the key."""
     from recstore.templating import render_page
 
     agg = comparison.aggregate
@@ -180,5 +182,5 @@ def render_html(comparison: Comparison, store: Store | ParquetLayout | None = No
         signals=browser.signals,
         dimensions=browser.dimensions,
         order_labels=ORDER_LABELS,
-        data=browser.to_json(),
+        data={**browser.to_json(), "runLink": run_link},
     )

@@ -118,7 +118,8 @@ def open_reader(store: Store) -> contextlib.AbstractContextManager[duckdb.DuckDB
     @contextlib.contextmanager
     def reader() -> Iterator[duckdb.DuckDBPyConnection]:
         with store.reader() as con:
-            lock_down(con)
+            if not getattr(store, "locked_down", False):  # a served store's readers already are
+                lock_down(con)
             yield con
 
     return reader()

@@ -33,7 +33,14 @@ if TYPE_CHECKING:
 
     from recstore.query.output import ResultStream
 
-__all__ = ["LimitWatch", "QueryLimitError", "QueryLimits", "cap_rows"]
+__all__ = ["QUERY_MAX_ROWS", "QUERY_TIMEOUT", "LimitWatch", "QueryLimitError", "QueryLimits",
+           "cap_rows"]
+
+# The limits `recstore query` and the served SQL console apply (the library sets none unless
+# asked): a query holds the store's read lock while it runs, and a runaway one (a recursive CTE,
+# a cross join) would otherwise never end.
+QUERY_TIMEOUT = 120.0
+QUERY_MAX_ROWS = 1_000_000
 
 _WAKE = b"\0"  # not a signal number: stop() wakes the watcher with it
 

@@ -139,3 +139,12 @@ def load_saved(name: str, directory: Path | None = None) -> SavedQuery:
     close = difflib.get_close_matches(name, [q.name for q in queries], n=1)
     hint = f" (did you mean @{close[0]}?)" if close else "; `recstore queries` lists them"
     raise NotFoundError(f"no saved query @{name}{hint}")
+
+
+def resolve_saved(text: str, params: Mapping[str, str]) -> tuple[str, dict, str | None]:
+    """``(query text, parameters, language)`` of ``text``: an ``@name`` saved query is read
+    and its parameters bound from ``params``; other text is returned as given."""
+    if text.startswith("@"):
+        saved = load_saved(text)
+        return saved.text, saved.bind(params), saved.language
+    return text, dict(params), None

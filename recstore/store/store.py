@@ -47,7 +47,7 @@ from recstore.store.projection import (
     fold_tags,
     project_record,
 )
-from recstore.store.tables import insert_columns
+from recstore.store.tables import insert_columns, registered
 
 __all__ = ["DEFAULT_DB", "Store", "StoredEvents", "StoredRun", "VerifyReport", "read_runs"]
 
@@ -456,28 +456,33 @@ def read_runs(
     Raises:
         NotFoundError: a run key is not stored (before any run is read).
     """
-    wanted = pa.table({"pos": pa.array(range(len(run_keys)), pa.int64()),  # noqa: F841
+    # Registered rather than found by a replacement scan: a locked-down reader (no external
+    # access, as a served store's are) has no replacement scans.
+    wanted = pa.table({"pos": pa.array(range(len(run_keys)), pa.int64()),
                        "run_key": pa.array(run_keys, pa.string())})
-    found = con.execute(
-        "SELECT w.pos, w.run_key, r.revision, r.record_hash, r.source_uri, r.first_seq, "
-        "r.last_seq FROM wanted w LEFT JOIN runs r USING (run_key) ORDER BY r.first_seq, w.pos"
-    ).fetchall()
+    with registered(con, "wanted", wanted):
+        found = con.execute(
+            "SELECT w.pos, w.run_key, r.revision, r.record_hash, r.source_uri, r.first_seq, "
+            "r.last_seq FROM wanted w LEFT JOIN runs r USING (run_key) ORDER BY r.first_seq, w.pos"
+        ).fetchall()
     missing = next((row[1] for row in found if row[2] is None), None)
     if missing is not None:
         raise NotFoundError(f"no stored run {missing}")
     for start in range(0, len(found), chunk):
         rows = found[start:start + chunk]
-        spans = pa.table({  # noqa: F841 - read by SQL
+        spans = pa.table({
             "run_key": [row[1] for row in rows], "first_seq": [row[5] for row in rows],
             "last_seq": [row[6] for row in rows],
         })
         events: dict[str, list[tuple[str, str]]] = {}
-        for key, etype, payload in con.execute(
-            "WITH want AS (SELECT run_key, unnest(range(first_seq, last_seq + 1)) AS seq "
-            "FROM spans WHERE NOT starts_with(run_key, 'agentuse:')) "
-            "SELECT w.run_key, e.type, e.payload FROM want w JOIN events e USING (seq) "
-            "ORDER BY e.seq"
-        ).fetchall():
+        with registered(con, "spans", spans):
+            chunk_events = con.execute(
+                "WITH want AS (SELECT run_key, unnest(range(first_seq, last_seq + 1)) AS seq "
+                "FROM spans WHERE NOT starts_with(run_key, 'agentuse:')) "
+                "SELECT w.run_key, e.type, e.payload FROM want w JOIN events e USING (seq) "
+                "ORDER BY e.seq"
+            ).fetchall()
+        for key, etype, payload in chunk_events:
             events.setdefault(key, []).append((etype, payload))
         for pos, key, revision, record_hash, source_uri, _, _ in rows:
             if key.startswith("agentuse:"):  # file events: the record folds every revision

@@ -24,6 +24,11 @@
     return node;
   }
   const show = (v) => (v === null || v === undefined ? "—" : String(v));
+  // A run key as text, or a link to its run page when the report is served (DATA.runLink).
+  const runKey = (tag, attrs, key) => {
+    if (!DATA.runLink || key === null || key === undefined) return el(tag, {...attrs, text: show(key)});
+    return el(tag, attrs, el("a", {href: DATA.runLink + encodeURIComponent(key), text: key}));
+  };
 
   function readHash() {
     const p = new URLSearchParams(location.hash.slice(1));
@@ -87,8 +92,8 @@
         el("td", {text: show(r[F.status_a]) + " → " + show(r[F.status_b])}),
         el("td", {}, ...signalNames(r[F.signals]).map((s) => el("span", {class: "sig", text: s}))),
         el("td", {class: "n", text: r[F.differences]}),
-        el("td", {class: "mono", text: r[F.baseline]}),
-        el("td", {class: "mono", text: r[F.candidate]})));
+        runKey("td", {class: "mono"}, r[F.baseline]),
+        runKey("td", {class: "mono"}, r[F.candidate])));
       if (open) body.append(el("tr", {class: "detail-row"}, el("td", {class: "detail", colspan: "9"}, detail(r))));
     }
     if (state.pair !== null && !page.some((r) => r[F.pair] === state.pair) && byPair.has(state.pair)) {
@@ -169,8 +174,8 @@
   function detail(r) {
     const d = DATA.details[String(r[F.pair])];
     const head = el("div", {},
-      el("p", {}, "case ", el("b", {text: show(r[F.key])}), " · baseline ", el("code", {text: r[F.baseline]}),
-         " (" + show(r[F.status_a]) + ") → candidate ", el("code", {text: r[F.candidate]}),
+      el("p", {}, "case ", el("b", {text: show(r[F.key])}), " · baseline ", runKey("code", {}, r[F.baseline]),
+         " (" + show(r[F.status_a]) + ") → candidate ", runKey("code", {}, r[F.candidate]),
          " (" + show(r[F.status_b]) + ")"));
     if (!d) {
       const why = r[F.rank] === 3 ? "The two runs are equal in every compared section."

@@ -1,0 +1,98 @@
+"""How fast `recstore serve` answers, and how fast it ingests over HTTP.
+
+Builds a store of N synthetic runs (``recstore.synth``), starts a real server on port 0, and
+times (p50/p95 over --repeat requests) the runs page, a run page, a facet change and a DSL
+filter; then POSTs M records as NDJSON chunks to /v1/runrecords and compares the records/s with
+`recstore ingest` of the same NDJSON file into a fresh store (the baseline, same run).
+
+    python benchmarks/bench_serve.py --runs 20000 50000 --repeat 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from recstore.synth import generate_corpus  # noqa: E402
+from tests.serve_support import RECSTORE, served  # noqa: E402
+
+
+def write_ndjson(path: Path, n: int, seed: int) -> Path:
+    with path.open("w") as out:
+        for record in generate_corpus(n, seed=seed):
+            out.write(json.dumps(record) + "\n")
+    return path
+
+
+def timed(client: httpx.Client, url: str, repeat: int) -> tuple[float, float]:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        client.get(url).raise_for_status()
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    return statistics.median(times), times[max(0, int(len(times) * 0.95) - 1)]
+
+
+def bench_pages(folder: Path, runs: int, repeat: int) -> None:
+    db = folder / f"pages-{runs}.duckdb"
+    source = write_ndjson(folder / f"pages-{runs}.ndjson", runs, seed=5)
+    subprocess.run([*RECSTORE, "--db", str(db), "ingest", str(source), "--quiet"], check=True)
+    with served(db) as (url, _proc, _), httpx.Client(timeout=120) as client:
+        key = client.get(url + "api/runs", params={"limit": 1}).json()["rows"][0]["run_key"]
+        agent = client.get(url + "api/facets").json()["agent"][0]["value"]
+        cases = {
+            "runs page": url,
+            "run page": url + "runs/" + key,
+            "facet change": url + "?" + httpx.QueryParams({"facet": "agent", "value": agent}).__str__(),
+            "DSL filter": url + "?" + httpx.QueryParams(
+                {"filter": "status = 'failed' and tool_calls.any(name = 'get_time')"}).__str__(),
+        }
+        for name, page in cases.items():
+            p50, p95 = timed(client, page, repeat)
+            print(f"{runs:>8} runs  {name:<14} p50 {p50:7.1f} ms  p95 {p95:7.1f} ms")
+
+
+def bench_ingest(folder: Path, records: int, chunk: int) -> None:
+    source = write_ndjson(folder / f"ingest-{records}.ndjson", records, seed=9)
+    lines = source.read_bytes().splitlines(keepends=True)
+    start = time.perf_counter()
+    subprocess.run([*RECSTORE, "--db", str(folder / f"cli-{records}.duckdb"), "ingest",
+                    str(source), "--quiet"], check=True)
+    cli_rate = records / (time.perf_counter() - start)
+    with served(folder / f"http-{records}.duckdb") as (url, _proc, _), \
+            httpx.Client(timeout=600) as client:
+        start = time.perf_counter()
+        for at in range(0, len(lines), chunk):
+            answer = client.post(url + "v1/runrecords", content=b"".join(lines[at:at + chunk]),
+                                 headers={"content-type": "application/x-ndjson"})
+            answer.raise_for_status()
+        http_rate = records / (time.perf_counter() - start)
+    print(f"ingest {records} records: recstore ingest {cli_rate:,.0f}/s, HTTP ({chunk}-record "
+          f"POSTs) {http_rate:,.0f}/s, ratio {http_rate / cli_rate:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, nargs="+", default=[5000, 20000])
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--ingest", type=int, default=5000)
+    parser.add_argument("--chunk", type=int, default=1000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
+        for runs in args.runs:
+            bench_pages(Path(tmp), runs, args.repeat)
+        bench_ingest(Path(tmp), args.ingest, args.chunk)
+
+
+if __name__ == "__main__":
+    main()
