@@ -33,6 +33,8 @@ import orjson
 __all__ = [
     "BACKEND",
     "JSONParseError",
+    "MAX_JSON_DEPTH",
+    "TOO_DEEP",
     "canonical_bytes",
     "canonical_bytes_reusing",
     "canonical_json",
@@ -43,6 +45,7 @@ __all__ = [
     "js_stringify",
     "json_type_name",
     "loads_strict",
+    "nested_too_deep",
     "sha256_canonical",
     "sha256_text",
 ]
@@ -98,7 +101,14 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# Digits of the largest double (1.8e308); an integer with more is beyond it. Checked before
+# int(), which refuses text of over 4,300 digits with a ValueError of its own.
+_DOUBLE_MAX_DIGITS = 309
+
+
 def _finite_int(text: str) -> int:
+    if len(text.lstrip("-")) > _DOUBLE_MAX_DIGITS:
+        raise JSONParseError(_OVERFLOW.format(text[:20]))
     value = int(text)
     if len(text) > 300:  # only then can an integer exceed the largest double
         try:
@@ -108,9 +118,38 @@ def _finite_int(text: str) -> int:
     return value
 
 
+# How deep the store nests JSON: deeper values are refused where they are parsed, because
+# orjson writes at most 254 levels and the stdlib fallbacks (and every walk over a record)
+# recurse once per level. Far more than any run record needs.
+MAX_JSON_DEPTH = 200
+TOO_DEEP = f"JSON nested more than {MAX_JSON_DEPTH} levels deep (the store's limit)"
+
+
+def nested_too_deep(value: Any, text: str | bytes | None = None) -> bool:
+    """Whether ``value`` (parsed from ``text``, if given) nests arrays/objects over
+    MAX_JSON_DEPTH deep; walked without recursion, and only when ``text`` has that many
+    brackets at all."""
+    if text is not None:
+        if isinstance(text, (bytes, bytearray)):
+            brackets = text.count(b"[") + text.count(b"{")
+        else:
+            brackets = text.count("[") + text.count("{")
+        if brackets <= MAX_JSON_DEPTH:
+            return False
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
 def loads_strict(text: str | bytes) -> Any:
     """Parse JSON the way ``JSON.parse`` does: ``NaN``/``Infinity`` literals are errors, and so
-    are numbers too large for a double (``1e400``: JavaScript would read Infinity).
+    are numbers too large for a double (``1e400``, a 400-digit integer: JavaScript would read
+    Infinity). Values nested over MAX_JSON_DEPTH deep are refused too (the store's limit).
 
     Raises:
         JSONParseError: with the line and column of the problem when known.
@@ -121,7 +160,7 @@ def loads_strict(text: str | bytes) -> Any:
         except UnicodeDecodeError as exc:
             raise JSONParseError(f"invalid UTF-8 at byte {exc.start}") from None
     try:
-        return json.loads(
+        value = json.loads(
             text, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_finite_int
         )
     except JSONParseError:
@@ -131,7 +170,10 @@ def loads_strict(text: str | bytes) -> Any:
             f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", exc.lineno, exc.colno
         ) from None
     except RecursionError:
-        raise JSONParseError("invalid JSON: nesting too deep") from None
+        raise JSONParseError(TOO_DEEP) from None
+    if nested_too_deep(value, text):
+        raise JSONParseError(TOO_DEEP)
+    return value
 
 
 def js_number(value: int | float) -> str:

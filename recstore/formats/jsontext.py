@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from recstore.canonical import JSONParseError, canonical_json, loads_strict
+from recstore.canonical import JSONParseError, canonical_json, loads_strict, nested_too_deep
 
 __all__ = [
     "dumps_json",
@@ -49,13 +49,17 @@ def parse_json_bytes(data: bytes) -> tuple[Any, str | None]:
     """Parse untrusted input the way ``JSON.parse`` would: ``(value, None)`` or ``(None, reason)``.
 
     orjson does the common case; anything it refuses or would read inexactly goes through the
-    strict stdlib parser, which also words the error (with line and column).
+    strict stdlib parser, which also words the error (with line and column) and refuses
+    values nested deeper than the store keeps (``MAX_JSON_DEPTH``).
     """
     if _SIXTEEN_DIGITS not in bytes(data).translate(_DIGITS_TO_ZERO):
         try:
-            return orjson.loads(data), None
+            value = orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
+        else:
+            if not nested_too_deep(value, data):
+                return value, None
     try:
         return loads_strict(data), None
     except JSONParseError as exc:

@@ -25,6 +25,7 @@ import os
 import re
 import stat
 import sys
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,7 +189,7 @@ class SourceFile:
                 yield self._whole(stream)
             while stream.read(_READ_CHUNK):  # hash any bytes past the last line (gzip trailer)
                 pass
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             yield RawInput(self.uri, None, None, error=f"cannot read input: {_os_reason(exc)}",
                            data=b"")
         finally:
@@ -245,6 +246,8 @@ def _os_reason(exc: BaseException) -> str:
     """``Permission denied`` rather than ``[Errno 13] Permission denied: '/x'``."""
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
+    if isinstance(exc, zlib.error):  # "Error -3 while decompressing data: invalid block type"
+        return f"corrupt gzip data ({str(exc).rpartition(': ')[2]})"
     return str(exc)
 
 
@@ -280,13 +283,15 @@ def _expand(arg: str) -> list[tuple[Path, str | None]]:
     """The files an argument names, each with the reason it must not be read (or None)."""
     path = Path(arg)
     if path.is_dir():
+        unreadable: list[tuple[Path, str | None]] = []
         found = [
             Path(root) / f
-            for root, _dirs, files in os.walk(path)
+            for root, _dirs, files in os.walk(path, onerror=lambda exc: unreadable.append(
+                (Path(exc.filename), f"skipped: cannot read the folder: {_os_reason(exc)}")))
             for f in files
             if _classify(Path(f)) is not None
         ]
-        return [(f, _walk_problem(f)) for f in sorted(found)]
+        return [(f, _walk_problem(f)) for f in sorted(found)] + unreadable
     if path.exists():
         if _classify(path) is None:
             raise InputError(
@@ -295,7 +300,8 @@ def _expand(arg: str) -> list[tuple[Path, str | None]]:
             )
         return [(path, None)]
     if path.is_symlink():
-        raise InputError("a symbolic link whose target does not exist", source=arg)
+        problem = _walk_problem(path) or "a symbolic link whose target does not exist"
+        raise InputError(problem.removeprefix("skipped: "), source=arg)
     if _GLOB_CHARS.search(arg):
         matches = [Path(m) for m in sorted(glob.glob(arg, recursive=True))]
         files = [(m, _walk_problem(m)) for m in matches if _classify(m) is not None

@@ -50,7 +50,7 @@ class ResultStream:
     def rows(self) -> Iterator[tuple]:
         """Rows as tuples of Python values, one batch in memory at a time."""
         for batch in self.batches:
-            columns = [col.to_pylist() for col in batch.columns]
+            columns = [_python_values(col) for col in batch.columns]
             yield from zip(*columns, strict=True)
 
     def select(self, names: list[str]) -> ResultStream:
@@ -82,6 +82,16 @@ class ResultStream:
         """Every remaining row as a polars DataFrame (needs ``recstore[polars]``)."""
         polars = _require("polars")
         return polars.from_arrow(self.arrow())
+
+
+def _python_values(column: pa.Array) -> list:
+    """A column as Python values; one Python cannot hold (a timestamp in year 10000 or 0,
+    which DuckDB and Arrow can) comes as Arrow's text of it, so one stored value cannot break
+    printing."""
+    try:
+        return column.to_pylist()
+    except (OverflowError, ValueError):
+        return column.cast(pa.string()).to_pylist()
 
 
 def _require(module: str) -> Any:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +44,7 @@ def is_otlp_file(path: Path, compression: str | None) -> bool:
         with open(path, "rb") as raw:
             head = gzip.GzipFile(fileobj=raw).read(_SNIFF_BYTES) if compression == "gzip" \
                 else raw.read(_SNIFF_BYTES)
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):
         return False  # the ordinary reader reports the problem
     return bool(_OTLP_START.match(head))
 

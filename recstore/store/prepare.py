@@ -17,12 +17,18 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
-from recstore.canonical import canonical_bytes, canonical_bytes_reusing, json_type_name
+from recstore.canonical import (
+    TOO_DEEP,
+    canonical_bytes,
+    canonical_bytes_reusing,
+    json_type_name,
+    nested_too_deep,
+)
 from recstore.errors import InputError
 from recstore.formats.aioc import validate_run_record
 from recstore.formats.events import record_to_events
 from recstore.formats.jsontext import dumps_json
-from recstore.formats.reader import RawInput, parse_input
+from recstore.formats.reader import PENDING, RawInput, parse_input
 from recstore.store.chain import line_digest
 from recstore.store.projection import Projection, RunContext, project_record
 
@@ -39,6 +45,8 @@ __all__ = [
 # Inputs sent to a worker at a time, and chunks kept in flight per worker.
 CHUNK = 200
 IN_FLIGHT = 3
+# How much of a refused value that cannot be written as JSON its reject keeps (as Python repr).
+_KEPT_REPR = 64 * 2**10
 
 
 def utf8_safe(text: str) -> str:
@@ -89,11 +97,27 @@ class Refused:
 
 
 def prepare(raw: RawInput, fmt: str = "aioc", keep_record: bool = False) -> Prepared | Refused:
-    """The work of storing one input that does not depend on the store."""
+    """The work of storing one input that does not depend on the store; a value that cannot
+    be stored (nested too deep, a number beyond what the writers hold) is refused, never raised,
+    so one poison input cannot stop the inputs after it."""
+    try:
+        return _prepare(raw, fmt, keep_record)
+    except RecursionError:
+        reason = TOO_DEEP
+    except (ValueError, OverflowError) as exc:
+        reason = f"cannot store this record: {str(exc).partition('; use sys.')[0]}"
+    return Refused(_lean(RawInput(raw.source_uri, raw.line, raw.text, raw.value, None, raw.raw,
+                                  raw.data, raw.sha256, raw.size, raw.complete)), reason, None)
+
+
+def _prepare(raw: RawInput, fmt: str, keep_record: bool) -> Prepared | Refused:
+    given = raw.value is not PENDING  # parsed by the caller (OTLP, replays): not depth-checked
     raw = parse_input(raw)
     record = raw.value
     if raw.error is not None:
         return Refused(_lean(raw), raw.error, None)
+    if given and nested_too_deep(record):
+        return Refused(_lean(raw), TOO_DEEP, None)
     if not isinstance(record, dict):
         return Refused(_lean(raw), f"not a JSON object (got {json_type_name(record)})", None)
     try:
@@ -118,9 +142,20 @@ def _lean(raw: RawInput) -> RawInput:
         return raw
     data = raw.data
     if data is None:
-        data = dumps_json(raw.value).encode("utf-8", "surrogatepass")
+        try:
+            data = dumps_json(raw.value).encode("utf-8", "surrogatepass")
+        except (RecursionError, ValueError):  # what made it a reject: the reason says so
+            data = _kept_repr(raw.value)
     return RawInput(raw.source_uri, raw.line, raw.text, None, raw.error, raw.raw, data,
                     raw.sha256, raw.size, raw.complete)
+
+
+def _kept_repr(value: object) -> bytes:
+    """The start of a value's Python repr, for a reject whose value JSON cannot write."""
+    try:
+        return repr(value)[:_KEPT_REPR].encode("utf-8", "surrogatepass")
+    except (RecursionError, ValueError):  # ints past the digit limit, deep nesting
+        return b""
 
 
 def _prepare_chunk(raws: list[RawInput], fmt: str) -> list[Prepared | Refused]:

@@ -21,8 +21,13 @@ def parse_json(text: str) -> tuple[Any, str | None]:
     except JSONParseError as exc:
         stripped = text.lstrip()
         try:
-            value, end = json.JSONDecoder().raw_decode(stripped)
-        except (json.JSONDecodeError, RecursionError):
+            _, end = json.JSONDecoder().raw_decode(stripped)
+            # the salvaged object obeys the strict rules too (numbers, depth); ValueError
+            # covers an integer past Python's digit limit
+            value = loads_strict(stripped[:end]) if stripped[end:].strip() else None
+        except (ValueError, RecursionError):
+            value = None
+        if value is None:
             return None, f"corrupt JSON ({exc}); skipped"
         trailing = len(stripped) - end
         return (

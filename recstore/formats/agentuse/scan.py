@@ -49,10 +49,10 @@ def _is_session_dir(path: Path, parent_is_container: bool) -> bool:
 
 def _find_containers(root: Path) -> tuple[str, list[Path]]:
     """The ``session/`` containers under ``root`` and the detected layout."""
-    if (root / SESSION_FILE).is_file():
+    if _is_file(root / SESSION_FILE):
         return "session", [root.parent]
     if root.name == "session" or any(
-        child.is_dir() and (child / SESSION_FILE).is_file() for child in _subdirs(root)
+        child.is_dir() and _is_file(child / SESSION_FILE) for child in _subdirs(root)
     ):
         return "session_container", [root]
     if (root / "session").is_dir():
@@ -63,6 +63,14 @@ def _find_containers(root: Path) -> tuple[str, list[Path]]:
                 p / "session" for p in _subdirs(base / "project") if (p / "session").is_dir()
             ]
     return "unknown", []
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False where a folder cannot be entered (a reader reports it)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _subdirs(path: Path) -> list[Path]:
