@@ -30,6 +30,8 @@ from typing import Any, Literal, overload
 
 import orjson
 
+from recstore.errors import JSONParseError
+
 __all__ = [
     "BACKEND",
     "JSONParseError",
@@ -76,15 +78,6 @@ def _c_encoder() -> _CDumps | None:
 
 _c_dumps = _c_encoder()
 BACKEND: Literal["c", "python"] = "python" if _c_dumps is None else "c"
-
-
-class JSONParseError(ValueError):
-    """Input text is not strict JSON (what JavaScript's ``JSON.parse`` would reject)."""
-
-    def __init__(self, message: str, line: int | None = None, column: int | None = None):
-        super().__init__(message)
-        self.line = line
-        self.column = column
 
 
 def _reject_constant(name: str) -> Any:

@@ -5,6 +5,13 @@ Exit statuses are the same for every command (README, "Exit status"): 0 checked 
 1 checked and something differs or failed, 2 bad input or an error (every :class:`RecstoreError`
 but the next), 3 a gate that checked nothing or too little (:class:`CoverageError`), 130
 interrupted.
+
+Every error recstore raises to its caller is defined here, in one tree under
+:class:`RecstoreError` (the one exception, :class:`JSONParseError`, is a ``ValueError`` that the
+readers turn into rejects). Messages speak in library terms: a parameter is named as the Python
+keyword in backticks (`` `max_unpaired` ``), and the CLI spells it as its flag
+(``--max-unpaired``). Errors of the agent runtime itself (``AgentRunError`` and kin, mirroring
+aioc's and recorded into runs) live with the runtime, in ``recstore.runtime.errors``.
 """
 
 from __future__ import annotations
@@ -61,4 +68,69 @@ class EmptySelectionError(CoverageError):
 
 
 class UnpairedRunsError(CoverageError):
-    """More runs of a comparison's sides went unpaired than ``--max-unpaired`` allows."""
+    """More runs of a comparison's sides went unpaired than ``max_unpaired`` allows."""
+
+
+# --- parsing -----------------------------------------------------------------------------------
+
+
+class JSONParseError(ValueError):
+    """Input text is not strict JSON (what JavaScript's ``JSON.parse`` would reject); ``line``
+    and ``column`` (1-based) locate the problem when known."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
+class OtlpError(RecstoreError, ValueError):
+    """A trace or document that cannot become a run; the message is the reject reason."""
+
+
+# --- queries -----------------------------------------------------------------------------------
+
+
+class QueryRefused(InputError):
+    """A query the guard will not run; the message says why in one line."""
+
+    def __init__(self, why: str):
+        super().__init__(f"query refused: {why}")
+
+
+class DslError(InputError):
+    """A DSL query that cannot be compiled; the message points at the position with a caret.
+    ``start``/``end`` are offsets into the query text, ``line``/``column`` (1-based) where
+    ``start`` falls."""
+
+    def __init__(self, problem: str, text: str, start: int, end: int | None = None):
+        self.start, self.end = start, max(end or start + 1, start + 1)
+        line_start = text.rfind("\n", 0, start) + 1
+        line_end = text.find("\n", start)
+        self.line = text.count("\n", 0, start) + 1
+        self.column = start - line_start + 1
+        shown = text[line_start : line_end if line_end >= 0 else len(text)]
+        where = (f"line {self.line}, column {self.column}" if "\n" in text.strip()
+                 else f"column {self.column}")
+        width = max(1, min(self.end, line_start + len(shown)) - start)
+        caret = " " * (self.column - 1) + "^" * width
+        super().__init__(f"{problem} (at {where})\n  {shown}\n  {caret}", source="query")
+
+
+class QueryLimitError(RecstoreError):
+    """A query ran past its time limit."""
+
+
+# --- replay, sweeps and the commands they run ---------------------------------------------------
+
+
+class CommandError(RecstoreError):
+    """A command could not be started or printed output that cannot be read."""
+
+
+class JudgeError(RecstoreError):
+    """The judge command failed, timed out or printed something that is not a verdict."""
+
+
+class ReplaySourceError(InputError):
+    """The source run cannot be replayed strictly (mock/replay session, still running, ...)."""

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from recstore.errors import RecstoreError
+from recstore.errors import CommandError
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES", "CommandError", "Finished", "exit_with_parent",
@@ -52,10 +52,6 @@ _USE_REAPER = sys.platform.startswith("linux")
 
 _running: set[int] = set()  # reapers (process group leaders) of the commands in flight here
 _running_lock = threading.Lock()
-
-
-class CommandError(RecstoreError):
-    """A command could not be started or printed output that cannot be read."""
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,13 @@ def test_sigkill_of_a_sweep_takes_its_workers_and_replayers_with_it(tmp_path):
         while len(list(pids.iterdir())) < 2:  # both workers are inside a replayer
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.05)
+        # A replayer's child can be between fork and exec (or reparenting to the subreaper)
+        # while /proc is read: look again until the tree settles.
+        deadline = time.monotonic() + 10
         family = _descendants(proc.pid)
+        while not _recorded_pids(pids) <= family and time.monotonic() < deadline:
+            time.sleep(0.1)
+            family = _descendants(proc.pid)
         assert _recorded_pids(pids) <= family
         assert len(family) >= 7  # 2 workers, the resource tracker, 2 replayers, 2 children
         left = _survivors_of_sigkill(proc, family)

@@ -10,6 +10,7 @@ command runs (:data:`COMMANDS` says where each lives), and turns
 from __future__ import annotations
 
 import importlib.abc
+import re
 import sys
 
 import click
@@ -148,13 +149,33 @@ class _Root(_Group):
                 raise
             from recstore.records.render import printable
 
-            click.echo(f"recstore: error: {printable(str(exc), keep=chr(10))}", err=True)
+            message = in_cli_terms(str(exc), ctx)
+            click.echo(f"recstore: error: {printable(message, keep=chr(10))}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:  # before click turns it into "Aborted!" and status 1
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             click.echo("recstore: interrupted", err=True)
             ctx.exit(130)
+
+
+def in_cli_terms(message: str, ctx: click.Context) -> str:
+    """``message`` with each parameter the library names in backticks (`` `max_unpaired` ``)
+    spelled as the running command's flag (``--max-unpaired``)."""
+    if "`" not in message:
+        return message
+    flags: dict[str, str] = {}
+    command = ctx.command.get_command(ctx, ctx.invoked_subcommand or "") if isinstance(
+        ctx.command, click.Group) else None
+    stack = [command] if command is not None else []
+    while stack:
+        node = stack.pop()
+        for param in node.params:
+            if isinstance(param, click.Option) and param.name:
+                flags.setdefault(param.name, max(param.opts, key=len))
+        if isinstance(node, click.Group):
+            stack.extend(node.commands.values())
+    return re.sub(r"`([a-z_][a-z0-9_]*)`", lambda m: flags.get(m.group(1), m.group(0)), message)
 
 
 @click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"]})

@@ -163,7 +163,7 @@ class Comparison:
                           f"({100 * c['unpairedFraction']:.1f}%)" for side, c in over)
         return UnpairedRunsError(
             f"unpaired runs: {sides} have no partner by {self.pair_by}, more than "
-            f"--max-unpaired {max_unpaired:g} allows; they were not compared (see the report's "
+            f"`max_unpaired` {max_unpaired:g} allows; they were not compared (see the report's "
             "unpaired list)")
 
     def pair_rows(self) -> list[dict[str, Any]]:
@@ -480,7 +480,7 @@ def _require_pairs(con: CompareConnection, pair_by: str, selections: Sequence[An
     raise EmptySelectionError(
         f"0 pairs: {selections[0].num_rows} baseline and {selections[1].num_rows} candidate runs "
         f"share no {pair_by} value ({detail}); nothing would be compared "
-        "(--allow-empty accepts an empty comparison)", what="pairs")
+        "(`allow_empty` accepts an empty comparison)", what="pairs")
 
 
 def compare_pair(

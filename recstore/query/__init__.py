@@ -6,6 +6,7 @@ The pipeline is compiler-shaped, one small step per module: ``views`` (the catal
 ``queries/`` files, ``export`` writes Parquet and ``spark`` runs queries on it.
 """
 
+from recstore.errors import DslError, QueryLimitError, QueryRefused
 from recstore.query.api import (
     CompiledQuery,
     compile_dsl,
@@ -17,9 +18,7 @@ from recstore.query.api import (
     select_gate_runs,
     select_run_keys,
 )
-from recstore.query.dsl import DslError
-from recstore.query.guard import QueryRefused
-from recstore.query.limits import QueryLimitError, QueryLimits, cap_rows
+from recstore.query.limits import QueryLimits, cap_rows
 from recstore.query.output import FORMATS, ResultStream, write_result
 from recstore.query.saved import SavedQuery, list_saved, load_saved
 from recstore.query.views import Catalog, default_catalog

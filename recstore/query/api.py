@@ -234,7 +234,7 @@ def require_selection(count: int, text: str, what: str, allow_empty: bool) -> No
     if not count and not allow_empty:
         raise EmptySelectionError(
             f"{what} {text!r} selects no runs: nothing would be checked "
-            "(--allow-empty accepts an empty selection)", what=what)
+            "(`allow_empty` accepts an empty selection)", what=what)
 
 
 def run_key_tree(query: CompiledQuery, ordered: bool = True) -> exp.Query:

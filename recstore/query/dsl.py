@@ -43,7 +43,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from recstore.errors import InputError
+from recstore.errors import DslError
 from recstore.query.views import Catalog, View, default_catalog
 
 # Short names users reach for; each maps to the real column or relation.
@@ -73,22 +73,6 @@ _TOKEN = re.compile(
       | (?P<punct>[(),.*])""",
     re.VERBOSE,
 )
-
-
-class DslError(InputError):
-    """A DSL query that cannot be compiled; the message points at the position with a caret."""
-
-    def __init__(self, problem: str, text: str, start: int, end: int | None = None):
-        self.start, self.end = start, max(end or start + 1, start + 1)
-        line_no = text.count("\n", 0, start) + 1
-        line_start = text.rfind("\n", 0, start) + 1
-        line_end = text.find("\n", start)
-        line = text[line_start : line_end if line_end >= 0 else len(text)]
-        column = start - line_start + 1
-        where = f"line {line_no}, column {column}" if "\n" in text.strip() else f"column {column}"
-        width = max(1, min(self.end, line_start + len(line)) - start)
-        caret = " " * (column - 1) + "^" * width
-        super().__init__(f"{problem} (at {where})\n  {line}\n  {caret}", source="query")
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,7 @@ def _earlier_views(directory: Path, views: list[str], overwrite: bool) -> list[s
         raise InputError("folder is not empty and holds no recstore export; export into a new "
                          "or empty folder (nothing was changed)", source=where)
     if not overwrite:
-        raise InputError("holds an earlier recstore export; pass --overwrite to replace it",
+        raise InputError("holds an earlier recstore export; pass `overwrite` to replace it",
                          source=where)
     earlier = [name for name in listed if name in entries]
     for name in sorted(set(earlier) | set(views) & set(entries)):

@@ -20,16 +20,8 @@ from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError
 from sqlglot.optimizer.qualify import qualify
 
-from recstore.errors import InputError
+from recstore.errors import InputError, QueryRefused
 from recstore.query.views import Catalog
-
-
-class QueryRefused(InputError):
-    """A query the guard will not run; the message says why in one line."""
-
-    def __init__(self, why: str):
-        super().__init__(f"query refused: {why}")
-
 
 # Statement and clause kinds that write, configure or escape the store, anywhere in the tree.
 _FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = tuple(

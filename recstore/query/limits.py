@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from recstore.errors import InputError, RecstoreError
+from recstore.errors import InputError, QueryLimitError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -43,10 +43,6 @@ QUERY_TIMEOUT = 120.0
 QUERY_MAX_ROWS = 1_000_000
 
 _WAKE = b"\0"  # not a signal number: stop() wakes the watcher with it
-
-
-class QueryLimitError(RecstoreError):
-    """A query ran past its time limit."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +98,7 @@ class LimitWatch:
                 break
         self.cursor.interrupt()
         if self.limits.exit_after is not None and not self._stopped.wait(self.limits.exit_after):
-            why = (f"query stopped after its {timeout:g}s time limit (--timeout)"
+            why = (f"query stopped after its {timeout:g}s time limit (`timeout`)"
                    if self.timed_out else "interrupted")
             sys.stderr.write(f"recstore: error: {why}; DuckDB did not stop within "
                              f"{self.limits.exit_after:g}s, exiting\n")
@@ -139,7 +135,7 @@ class LimitWatch:
         if self.timed_out:
             return QueryLimitError(
                 f"query stopped after its {self.limits.timeout:g}s time limit; narrow it, or "
-                "raise the limit (--timeout SECONDS, 0 for none)")
+                "raise the limit (`timeout` SECONDS, 0 for none)")
         return InputError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
                           source="query")
 

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recstore.errors import OtlpError
 from recstore.files import private_dir, write_private_text
-from recstore.formats.otlp import OtlpError, Span, Trace, iter_spans, to_otlp, to_run_record
+from recstore.formats.otlp import Span, Trace, iter_spans, to_otlp, to_run_record
 from recstore.formats.reader import RawInput, SourceFile
 from recstore.jsonout import dumps_compact
 

@@ -14,15 +14,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from recstore.errors import CommandError, JudgeError
 from recstore.jsonout import dumps
-from recstore.process import DEFAULT_MAX_OUTPUT_BYTES, CommandError, run_command, utf8_output
+from recstore.process import DEFAULT_MAX_OUTPUT_BYTES, run_command, utf8_output
 from recstore.sweep.spec import JudgeSpec
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
-
-
-class JudgeError(Exception):
-    """The judge command failed, timed out or printed something that is not a verdict."""
 
 
 class JudgeFinding(BaseModel):

@@ -32,7 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from recstore.canonical import canonical_json
-from recstore.errors import EmptySelectionError, InputError, NotFoundError, RecstoreError
+from recstore.errors import (
+    EmptySelectionError,
+    InputError,
+    JudgeError,
+    NotFoundError,
+    RecstoreError,
+)
 from recstore.process import exit_with_parent
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.replay.concurrent import run_many, run_threads
@@ -42,7 +48,7 @@ from recstore.store.db import transaction
 from recstore.store.tables import insert_rows
 from recstore.sweep.candidate import STOPPED, CaseReplay, prepare_candidate
 from recstore.sweep.classify import case_signals, classify, judge_input
-from recstore.sweep.judge import JudgeError, run_judge
+from recstore.sweep.judge import run_judge
 from recstore.sweep.locks import sweep_run_lock
 from recstore.sweep.spec import SweepSpec, spec_json
 

@@ -48,7 +48,8 @@ Example:
 
 from __future__ import annotations
 
-from recstore.formats.otlp.common import CONTENT_POLICIES, OtlpError, span_id_for, trace_id_for
+from recstore.errors import OtlpError
+from recstore.formats.otlp.common import CONTENT_POLICIES, span_id_for, trace_id_for
 from recstore.formats.otlp.export import to_otlp
 from recstore.formats.otlp.ingest import (
     Span,

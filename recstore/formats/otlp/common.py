@@ -52,10 +52,6 @@ _PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.
 _MODEL_KEYS = ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name")
 
 
-class OtlpError(ValueError):
-    """A trace or document that cannot become a run; the message is the reject reason."""
-
-
 def _digest(*parts: str) -> bytes:
     return hashlib.sha256("\x1f".join(("recstore.otlp", *parts)).encode("utf-8")).digest()
 

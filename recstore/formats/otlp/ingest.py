@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recstore.canonical import JSONParseError, loads_strict
+from recstore.errors import OtlpError
 from recstore.formats.otlp.common import (
     _FINGERPRINT_FIELDS,
     _KIND_NAMES,
@@ -24,7 +25,6 @@ from recstore.formats.otlp.common import (
     EXECUTE_TOOL,
     INVOKE_AGENT,
     STATUS_ERROR,
-    OtlpError,
     _attribute_map,
     _iso,
     _str,

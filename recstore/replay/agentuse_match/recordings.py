@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from recstore.errors import InputError
+from recstore.errors import ReplaySourceError
 from recstore.formats.agentuse import AgentuseRun, ToolCall
 from recstore.records import extract_tool_calls
 from recstore.replay.agentuse_match.rules import GATE_TOOL
@@ -21,10 +21,6 @@ _UNREADABLE = frozenset({"corrupt_json", "salvaged", "not_an_object"})
 
 
 _UNREADABLE_OR_NULL = _UNREADABLE | {"json_null"}
-
-
-class ReplaySourceError(InputError):
-    """The source run cannot be replayed strictly (mock/replay session, still running, ...)."""
 
 
 @dataclass(frozen=True)
