@@ -134,3 +134,14 @@ class JudgeError(RecstoreError):
 
 class ReplaySourceError(InputError):
     """The source run cannot be replayed strictly (mock/replay session, still running, ...)."""
+
+
+# --- Spark ---------------------------------------------------------------------------------------
+
+
+class SparkUnavailable(RecstoreError):
+    """pyspark or Java is missing; the message says how to install it."""
+
+
+class SparkFailed(RecstoreError):
+    """A Spark job failed or Spark's JVM stopped; the message is the cause Spark gave."""

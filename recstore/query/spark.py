@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from recstore.errors import InputError, RecstoreError
+from recstore.errors import InputError, RecstoreError, SparkFailed, SparkUnavailable
 from recstore.query.export import PARTITION_COLUMN, parquet_view_paths
 from recstore.query.output import BATCH_ROWS, ResultStream
 
@@ -33,14 +33,6 @@ if TYPE_CHECKING:
     from recstore.query.api import CompiledQuery
 
 INSTALL_HINT = "pip install 'recstore[spark]'"
-
-
-class SparkUnavailable(RecstoreError):
-    """pyspark or Java is missing; the message says how to install it."""
-
-
-class SparkFailed(RecstoreError):
-    """A Spark job failed or Spark's JVM stopped; the message is the cause Spark gave."""
 
 
 MEMORY_HINT = ("if it ran out of memory, give it more: --conf spark.driver.memory=8g "

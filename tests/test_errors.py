@@ -1,0 +1,64 @@
+"""The error tree lives in one module (recstore/errors.py), and library messages name
+parameters as the library spells them, which the CLI turns into its flags."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+
+import recstore
+from recstore import errors
+from recstore.compare.pairing import PairBy, pair_runs
+from recstore.errors import InputError, RecstoreError
+from recstore.query.dsl import compile_dsl_tree
+from recstore.store import Store
+from tests.conftest import AIOC_FIXTURES, run_cli
+
+
+def _exception_classes():
+    for info in pkgutil.walk_packages(recstore.__path__, "recstore."):
+        if info.name.endswith("__main__") or info.name == "recstore.reaper":
+            continue
+        module = importlib.import_module(info.name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, BaseException) and cls.__module__ == info.name:
+                yield cls
+
+
+def test_every_error_a_caller_can_get_is_defined_in_recstore_errors():
+    """A RecstoreError is what reaches a library caller or the CLI; other exceptions here are
+    the agent runtime's (AgentRunError, recorded into runs as aioc's are) or internal signals."""
+    stray = [f"{cls.__module__}.{cls.__qualname__}" for cls in _exception_classes()
+             if issubclass(cls, RecstoreError) and cls.__module__ != errors.__name__]
+    assert stray == []
+
+
+def test_every_error_in_the_tree_but_json_parse_is_a_recstore_error():
+    defined = [cls for _, cls in inspect.getmembers(errors, inspect.isclass)
+               if issubclass(cls, BaseException) and cls.__module__ == errors.__name__]
+    assert {cls.__name__ for cls in defined if not issubclass(cls, RecstoreError)} == \
+        {"JSONParseError"}
+
+
+def test_a_dsl_error_keeps_line_and_column_as_data():
+    with pytest.raises(errors.DslError) as caught:
+        compile_dsl_tree("status = 'x' and\n  nosuch_column > 1")
+    assert (caught.value.line, caught.value.column) == (2, 3)
+    assert "line 2, column 3" in str(caught.value)
+
+
+def test_library_messages_name_parameters_and_the_cli_names_flags(tmp_path):
+    with pytest.raises(InputError) as caught:
+        PairBy.parse("colour")
+    assert "`pair_by` 'colour'" in str(caught.value) and "--pair-by" not in str(caught.value)
+    with pytest.raises(InputError, match="`duplicates` 'newest'"):
+        pair_runs(None, None, None, None, duplicates="newest")  # type: ignore[arg-type]
+    db = tmp_path / "s.duckdb"
+    Store(db).ingest([str(AIOC_FIXTURES / "simple-run.json")])
+    done = run_cli(db, "compare", "--baseline", "status = 'completed'",
+                   "--candidate", "status = 'failed'", "--pair-by", "colour")
+    assert done.returncode == 2
+    assert "--pair-by 'colour'" in done.stderr and "`" not in done.stderr
