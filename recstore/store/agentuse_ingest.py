@@ -7,8 +7,9 @@ files whose SHA-256 changed, as a new revision of the stream; nothing is rewritt
 the fold of the latest version of every path over *all* revisions
 (:func:`recstore.formats.agentuse.assemble_run`), projected through the same
 :func:`~recstore.store.projection.project_record` as aioc records (via
-:func:`~recstore.formats.agentuse.to_run_record`) plus the agentuse columns of
-``schema/030_agentuse.sql``.
+:func:`~recstore.formats.agentuse.to_run_record`) joined with what only agentuse
+has (``schema/030_agentuse.sql``), which :mod:`recstore.formats.agentuse.columns` computes: this
+module only places those rows and gives them their events' seqs.
 
 Bad inputs (§4.2) become ``rejects`` rows naming the file and the reason, appended only when the
 file is new or changed; problems whose content was still used are also run ``findings``.
@@ -22,7 +23,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import duckdb
 
@@ -34,12 +34,14 @@ from recstore.formats.agentuse import (
     SessionTree,
     TreeFile,
     assemble_run,
+    finding_rows,
+    gate_rows,
     is_agentuse_tree,
-    iso_ms,
-    message_columns,
+    run_columns,
     scan_tree,
-    session_columns,
     to_run_record,
+    tool_call_columns,
+    visit_rows,
 )
 from recstore.formats.events import Event
 from recstore.formats.jsontext import dumps_json, loads_json
@@ -68,8 +70,6 @@ __all__ = [
 
 FILE_EVENT = "agentuse_file"
 FORMAT = "agentuse"
-# resumePayload keys that would let a reader act on a pending gate; never projected.
-_SECRET_KEYS = frozenset({"resumeToken", "approvalUrl", "signature"})
 
 
 def file_payload(f: TreeFile) -> str:
@@ -132,9 +132,10 @@ def project_stream(con: duckdb.DuckDBPyConnection, ctx: RunContext) -> Projectio
 def project_run(
     run: AgentuseRun, ctx: RunContext, seq_of_path: dict[str, int]
 ) -> Projection:
-    """All projection rows of one agentuse run. Its events are whole files, so the JSON the
-    public views would read from an aioc run's events (items, outputs, gates) is kept in the
-    rows; item, call and gate rows point at the event of their file."""
+    """All projection rows of one agentuse run: the projection of its aioc record joined with
+    the columns and rows only agentuse has (``formats.agentuse.columns``). Its events are whole
+    files, so the JSON the public views would read from an aioc run's events (items, outputs,
+    gates) is kept in the rows; item, call and gate rows point at the event of their file."""
     record, origins = to_run_record(run)
     base = project_record(record, ctx)
     rows = {table: [dict(zip(COLUMNS[table], row, strict=True)) for row in base[table]]
@@ -150,173 +151,31 @@ def project_run(
     for row in rows["proj_items"]:
         row["event_seq"] = seq_of_item(row["item_index"])
         row["payload"] = dumps_json(items[row["item_index"]])
+    call_columns = tool_call_columns(run, origins)
     for row in rows["proj_tool_calls"]:
         row["call_seq"] = seq_of_item(row["item_index"])
         row["output_seq"] = seq_of_item(row["output_item_index"])
         if row["has_output"]:
             output = items[row["output_item_index"]].get("output")
             row["output"] = None if output is None else dumps_json(output)
-    _patch_run_row(rows["proj_runs"][0], run)
-    _patch_tool_calls(rows["proj_tool_calls"], run, origins)
+        row.update(call_columns.get(row["item_index"], {}))
+    rows["proj_runs"][0].update(run_columns(run))
     findings = rows["proj_findings"]
-    findings.extend(
-        {
-            "run_seq": ctx.first_seq,
-            "finding_index": len(findings) + i,
-            "code": f"agentuse.{p.code}",
-            "message": p.reason,
-            "path": p.rel_path,
-        }
-        for i, p in enumerate(p for p in run.problems if p.kept)
-    )
+    findings += [{"run_seq": ctx.first_seq, "finding_index": len(findings) + i, **finding}
+                 for i, finding in enumerate(finding_rows(run))]
     rows["proj_runs"][0]["finding_count"] = len(findings)
+    visits = [{"run_seq": ctx.first_seq, **row} for row in visit_rows(run, origins)]
+    gates = [{"run_seq": ctx.first_seq, **row, "event_seq": seq_of_path.get(path, session_seq)}
+             for row, path in gate_rows(run)]
     return {
         **base,
         "proj_runs": rows_from_dicts("proj_runs", rows["proj_runs"], extra=True),
         "proj_items": rows_from_dicts("proj_items", rows["proj_items"]),
         "proj_tool_calls": rows_from_dicts("proj_tool_calls", rows["proj_tool_calls"], extra=True),
         "proj_findings": rows_from_dicts("proj_findings", findings),
-        "proj_visits": rows_from_dicts("proj_visits", _visit_rows(run, ctx, origins), extra=True),
-        "proj_suspended_proposals": rows_from_dicts(
-            "proj_suspended_proposals", _gate_rows(run, ctx, seq_of_path, session_seq)
-        ),
+        "proj_visits": rows_from_dicts("proj_visits", visits, extra=True),
+        "proj_suspended_proposals": rows_from_dicts("proj_suspended_proposals", gates),
     }
-
-
-def _patch_run_row(row: dict, run: AgentuseRun) -> None:
-    root = run.root
-    tokens = run.tree_tokens()
-    lineage = {e.kind: e.source_session_id for e in run.lineage}
-    row.update(
-        visit_count=len(run.visits),
-        final_agent=run.visits[-1].agent_id,
-        approval_count=len(run.gates),
-        trigger=root.trigger,
-        mock=root.mock,
-        error_code=root.error_code,
-        tokens_input=tokens.get("input"),
-        tokens_output=tokens.get("output"),
-        tokens_reasoning=tokens.get("reasoning"),
-        tokens_cache_read=tokens.get("cache_read"),
-        tokens_cache_write=tokens.get("cache_write"),
-        replay_of_run_id=lineage.get("strict_replay"),
-        result_of_run_id=lineage.get("result_test"),
-        **session_columns(root),
-    )
-
-
-def _patch_tool_calls(rows: list[dict], run: AgentuseRun, origins: list) -> None:
-    """Per call: its visit and agent (by item origin), status, error and timing from the part."""
-    by_path = {c.rel_path: c for c in run.tool_calls}
-    for row in rows:
-        index = row["item_index"]
-        if index is None:
-            continue
-        origin = origins[index]
-        call = by_path.get(origin.rel_path or "")
-        row["visit_index"] = origin.visit_index
-        row["agent"] = run.visits[origin.visit_index].agent_id
-        if call is None:
-            continue
-        row.update(
-            part_id=call.part_id,
-            status=call.status,
-            error=call.error,
-            started_text=iso_ms(call.t_start),
-            ended_text=iso_ms(call.t_end),
-            duration_ms=(call.t_end - call.t_start)
-            if call.t_start is not None and call.t_end is not None
-            else None,
-            arguments_normalised=dumps_json(call.input_norm)
-            if call.input_norm is not None
-            else None,
-            artifact_path=call.artifact_path,
-            child_session_id=call.child_session_id,
-            child_link=call.child_link,
-            child_link_confidence=call.child_link_confidence,
-            superseded=call.superseded,
-            parent_call_id=call.parent_call_id,
-            raw_approved_input=dumps_json(call.raw_approved_input)
-            if call.raw_approved_input is not None
-            else None,
-        )
-
-
-def _visit_rows(run: AgentuseRun, ctx: RunContext, origins: list) -> list[dict]:
-    index_of = {v.session_id: i for i, v in enumerate(run.visits)}
-    spans: dict[int, list[int]] = {}
-    for k, origin in enumerate(origins):
-        spans.setdefault(origin.visit_index, []).append(k)
-    rows = []
-    for i, v in enumerate(run.visits):
-        span = spans.get(i, [])
-        rows.append(
-            {
-                "run_seq": ctx.first_seq,
-                "visit_index": i,
-                "agent": v.agent_id,
-                "entered_after_turn": None,
-                "via_call_id": v.via_call_id,
-                "transition": "initial" if i == 0 else "subagent",
-                "request_count": 0,
-                "first_turn": None,
-                "last_turn": None,
-                "item_start": span[0] if span else None,
-                "item_end": span[-1] + 1 if span else None,
-                "session_id": v.session_id,
-                "parent_visit_index": index_of.get(v.parent_session_id or ""),
-                "parent_link": v.parent_link,
-                "link_confidence": v.link_confidence,
-                "depth": v.depth,
-                "status": v.status,
-                "model": v.model,
-                "tokens_input": v.tokens.get("input"),
-                "tokens_output": v.tokens.get("output"),
-                **message_columns(run, v),
-            }
-        )
-    return rows
-
-
-def _gate_rows(
-    run: AgentuseRun, ctx: RunContext, seq_of_path: dict[str, int], default_seq: int
-) -> list[dict]:
-    """Gates as suspended proposals: ``await_human`` parts (kind ``approval_gate``; the decision
-    is the reason, the reviewer's comment the public reason) and tool calls held for approval
-    (kind ``tool_approval``; reason = the part's state). Resume tokens are left out."""
-    agents = {v.session_id: v.agent_id for v in run.visits}
-    paths = {c.part_id: c.rel_path for c in run.tool_calls}
-    rows = []
-    for i, g in enumerate(run.gates):
-        payload = {k: v for k, v in (g.resume_payload or {}).items() if k not in _SECRET_KEYS}
-        rows.append(
-            {
-                "run_seq": ctx.first_seq,
-                "proposal_index": i,
-                "turn": g.turn,
-                "call_id": g.call_id,
-                "kind": g.kind,
-                "agent": agents.get(g.session_id),
-                "tool_name": g.tool,
-                "reason": g.decision or g.status,
-                "public_reason": g.comment,
-                "args_canonical": canonical_json(g.input) if g.input is not None else None,
-                "timestamp_text": iso_ms(g.suspended_at or g.t_start),
-                "metadata": dumps_json(_gate_metadata(g, payload)),
-                "payload": dumps_json(g.input),
-                "event_seq": seq_of_path.get(paths.get(g.part_id, ""), default_seq),
-            }
-        )
-    return rows
-
-
-def _gate_metadata(gate: Any, payload: dict) -> dict:
-    meta = {"status": gate.status, "reviewer": gate.reviewer, "resumePayload": payload}
-    if gate.raw_approved_input is not None:
-        meta["rawApprovedInput"] = gate.raw_approved_input
-    if gate.superseded:
-        meta["superseded"] = True
-    return meta
 
 
 # ----------------------------------------------------------------------------------------------

@@ -33,11 +33,20 @@ The package's modules, each owning one thing:
   ``visits`` (visits, lineage, subagent links), ``messages`` (messages, parts, artifacts) and
   ``tools`` (tool calls and approval gates);
 - ``record``: the aioc-shaped record (:func:`to_run_record`) and ``metadata.agentuse``;
-- ``columns``: the agentuse-only projection columns of schema 030.
+- ``columns``: what an agentuse run adds to its aioc projection (schema 030): columns per
+  run, tool call and visit, visit and gate rows, kept problems as findings.
 """
 
 from recstore.formats.agentuse.assemble import assemble_run
-from recstore.formats.agentuse.columns import message_columns, session_columns
+from recstore.formats.agentuse.columns import (
+    finding_rows,
+    gate_rows,
+    message_columns,
+    run_columns,
+    session_columns,
+    tool_call_columns,
+    visit_rows,
+)
 from recstore.formats.agentuse.fields import (
     normalised_input,
     part_sort_key,
@@ -80,7 +89,12 @@ __all__ = [
     "assemble_run",
     "is_agentuse_tree",
     "iso_ms",
+    "finding_rows",
+    "gate_rows",
     "message_columns",
+    "run_columns",
+    "tool_call_columns",
+    "visit_rows",
     "normalised_input",
     "part_sort_key",
     "scan_tree",
