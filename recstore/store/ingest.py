@@ -1,12 +1,11 @@
-"""The ingest hot path: validate, hash, decompose into events, project, and append in batches.
+"""The ingest hot path: placing prepared records into batches (streams, revisions, seqs, tags,
+rejects, sources, lineage).
 
 One :class:`BatchWriter` serves one write command while it holds the store's write lock. Records
 are read in chunks; each chunk's run keys are looked up in one query, so identical records are
 counted as duplicates and changed ones become revisions without the writer holding every stream
-of the store in memory. Rows accumulate per batch and are committed every ``batch_size`` stored
-records as Arrow tables inside ONE transaction (events, streams, projections, rejects, sources,
-lineage and the batch row with its chain hash), so a killed process leaves whole batches or
-nothing (tech-notes §2.2). A source row is committed with the first batch of its input, and what
+of the store in memory. Rows accumulate per batch, and every ``batch_size`` stored records
+:mod:`recstore.store.batches` commits them as one transaction in the background. A source row is committed with the first batch of its input, and what
 reading it found when it has been read whole.
 
 Tags are stream events (``tags_changed``): ingest with tags adds one to every run stored or found
@@ -18,12 +17,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
 import duckdb
@@ -34,18 +31,18 @@ from recstore.formats.events import FAMILY_OF, Event
 from recstore.formats.jsontext import dumps_json, loads_json
 from recstore.formats.reader import RawInput
 from recstore.progress import NO_PROGRESS, Progress
-from recstore.store.chain import EMPTY_DIGEST, Digest, batch_hash, line_digest
-from recstore.store.db import transaction
+from recstore.store.batches import (
+    Batch,
+    BatchCommitter,
+    now,
+)
+from recstore.store.chain import line_digest
 from recstore.store.prepare import Prepared, Preparer, Refused, run_key_for, utf8_safe
 from recstore.store.projection import (
     COLUMNS,
-    PROJECTION_TABLES,
-    SEQ_COLUMNS,
     Projection,
     RunContext,
-    columns_for,
 )
-from recstore.store.tables import StagedInsert, insert_columns, stage_columns
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -55,7 +52,6 @@ __all__ = [
     "RecordCounts",
     "InputSource",
     "SourceCounts",
-    "delete_projections",
     "run_key_for",
 ]
 
@@ -73,31 +69,6 @@ SUMMARY_REJECTS = 100
 TAGS_EVENT = "tags_changed"
 _NO_TAGS = "{}"
 
-EVENT_COLUMNS = (
-    "seq", "stream_key", "stream_pos", "revision", "type", "idx", "turn", "payload", "source_id",
-    "batch_id",
-)
-STREAM_COLUMNS = (
-    "stream_key", "revision", "run_id", "format", "record_hash", "first_seq", "last_seq",
-    "event_count", "source_id", "line", "batch_id", "ingested_at",
-)
-LINEAGE_COLUMNS = (
-    "child_run_key", "revision", "parent_run_key", "parent_run_id", "relation", "detail",
-    "source_id", "batch_id",
-)
-REJECT_COLUMNS = (
-    "reject_id", "source_id", "source_uri", "line", "reason", "path", "raw_text", "raw_bytes",
-    "raw_sha256", "raw_size", "batch_id", "rejected_at",
-)
-SOURCE_FILE_COLUMNS = ("source_id", "uri", "format", "compression", "batch_id", "opened_at")
-SOURCE_RESULT_COLUMNS = (
-    "source_id", "sha256", "size_bytes", "status", "record_count", "accepted", "revised",
-    "duplicate", "rejected", "batch_id", "finished_at",
-)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class InputSource(Protocol):
@@ -198,38 +169,6 @@ class SourceCounts(RecordCounts):
         return "ok" if not self.rejected else ("partial" if usable else "rejected")
 
 
-class _Batch:
-    """Rows of one batch (one transaction), in the order they will be committed."""
-
-    def __init__(self, batch_id: int) -> None:
-        self.batch_id = batch_id
-        self.started_at = _now()
-        # events by kind (run, item, entry, file): stored grouped so scans of a kind are cheap
-        self.events: list[list[tuple]] = [[], [], [], []]
-        self.streams: list[tuple] = []
-        # run key -> its rows (latest revision) and what to add to their event seqs
-        self.projections: dict[str, tuple[Projection, int]] = {}
-        self.replaced: set[str] = set()  # runs whose rows from earlier batches are replaced
-        self.tag_updates: dict[str, str] = {}  # run key -> tags JSON, for rows already stored
-        self.lineage: list[tuple] = []
-        self.rejects: list[tuple] = []
-        self.source_files: list[tuple] = []
-        self.source_results: list[tuple] = []
-        self.counts = {"accepted": 0, "revised": 0, "duplicate": 0, "rejected": 0}
-        self.events_digest = Digest()  # of the line digests, in seq order
-        self.streams_digest = Digest()
-        self.first_seq: int | None = None
-        self.payload_bytes = 0
-        self.stored = 0
-
-    @property
-    def empty(self) -> bool:
-        return not (
-            self.events_digest.count or self.rejects or self.source_files or self.source_results
-            or self.tag_updates
-        )
-
-
 class BatchWriter:
     """Appends records to the store through ``con`` (an open writer connection)."""
 
@@ -252,9 +191,6 @@ class BatchWriter:
         # the file free. Checkpointing once per ~1 GB of log (and when the writer closes) keeps
         # the file at the size of its data.
         con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_BYTES}'")
-        # the batch being committed in the background, and what made its commit fail
-        self._commit_thread: threading.Thread | None = None
-        self._commit_error: BaseException | None = None
         self.batch_size = batch_size
         self.tags = dict(tags or {})
         self.tags_json = dumps_json(self.tags)
@@ -265,7 +201,6 @@ class BatchWriter:
         # Looks stored streams up while a batch commits through ``con``: what was committed
         # before this writer began is all it needs (what the writer appended, it remembers).
         self._reader = con.cursor()
-        self._columns: dict = {}  # insert_columns' column cache for this connection
         self._next_seq = self._max("SELECT max(seq) FROM events") + 1
         self._next_batch = self._max("SELECT max(batch_id) FROM batches") + 1
         self._next_source = (
@@ -278,8 +213,11 @@ class BatchWriter:
         )
         self._next_reject = self._max("SELECT max(reject_id) FROM rejects") + 1
         row = con.execute("SELECT hash FROM batches ORDER BY batch_id DESC LIMIT 1").fetchone()
-        self._prev_hash: bytes | None = row[0] if row else None
-        self._batch = _Batch(self._next_batch)
+        self._committer = BatchCommitter(con, row[0] if row else None, self._count_batch)
+        self._batch = Batch(self._next_batch)
+
+    def _count_batch(self) -> None:
+        self.summary.batches += 1
 
     def __enter__(self) -> BatchWriter:
         return self
@@ -290,9 +228,7 @@ class BatchWriter:
     def close(self) -> None:
         """Let a batch still committing end (after an error) and close the look-up cursor (an
         open cursor would keep the store's file lock)."""
-        if self._commit_thread is not None:
-            self._commit_thread.join()
-            self._commit_thread = None
+        self._committer.close()
         self._reader.close()
 
     @property
@@ -302,7 +238,7 @@ class BatchWriter:
         return self._con
 
     def _max(self, sql: str) -> int:
-        value = self.con.execute(sql).fetchone()[0]
+        value = self._con.execute(sql).fetchone()[0]  # in __init__: nothing in flight yet
         return int(value) if value is not None else 0
 
     # -- sources ------------------------------------------------------------------------------
@@ -313,7 +249,7 @@ class BatchWriter:
         self._next_source += 1
         self.summary.sources += 1
         self._batch.source_files.append(
-            (source_id, utf8_safe(uri), fmt, compression, self._batch.batch_id, _now())
+            (source_id, utf8_safe(uri), fmt, compression, self._batch.batch_id, now())
         )
         return source_id
 
@@ -324,7 +260,7 @@ class BatchWriter:
         self._batch.source_results.append(
             (
                 counts.source_id, sha256, size, counts.status, counts.records, counts.accepted,
-                counts.revised, counts.duplicate, counts.rejected, self._batch.batch_id, _now(),
+                counts.revised, counts.duplicate, counts.rejected, self._batch.batch_id, now(),
             )
         )
 
@@ -396,7 +332,7 @@ class BatchWriter:
                 self._next_reject, source_id, utf8_safe(raw.source_uri), raw.line, reason, path,
                 utf8_safe(text.rstrip("\r\n")), raw.raw,
                 hashlib.sha256(data).digest() if raw.sha256 is None else raw.sha256,
-                raw.size if raw.size is not None else len(data), self._batch.batch_id, _now(),
+                raw.size if raw.size is not None else len(data), self._batch.batch_id, now(),
             )
         )
         self._next_reject += 1
@@ -521,7 +457,7 @@ class BatchWriter:
         batch = self._batch
         batch.streams.append(
             (key, revision, run_id, fmt, digest, first_seq, last_seq, len(events), source_id, line,
-             batch.batch_id, _now())
+             batch.batch_id, now())
         )
         batch.streams_digest.add_stream(
             key, revision, run_id, fmt, digest, first_seq, last_seq, len(events), source_id, line
@@ -635,145 +571,16 @@ class BatchWriter:
         self._wait_for_commit()
 
     def _submit_batch(self) -> None:
-        """Hand the pending rows to a background thread that commits them as one batch.
-
-        DuckDB releases the GIL while it inserts and commits, so the next batch's records are
-        parsed and projected meanwhile (the machine has 2 cores). At most one batch is in flight
-        and it is a single transaction, so a killed process still leaves whole batches or nothing.
-        """
-        self._wait_for_commit()
-        batch = self._batch
-        if batch.empty:
-            return
-        event_count = batch.events_digest.count
-        digest = batch_hash(
-            self._prev_hash, batch.batch_id, event_count,
-            batch.events_digest.hexdigest() if event_count else EMPTY_DIGEST,
-            batch.streams_digest.hexdigest() if batch.streams_digest.count else EMPTY_DIGEST,
-        )
-        batch_row = {
-            "batch_id": batch.batch_id,
-            "ingest_id": self.ingest_id,
-            "started_at": batch.started_at,
-            "tags": self.tags_json,
-            "pid": os.getpid(),
-            **batch.counts,
-            "event_count": event_count,
-            "first_seq": batch.first_seq,
-            "last_seq": None if batch.first_seq is None else batch.first_seq + event_count - 1,
-            "prev_hash": self._prev_hash,
-            "hash": digest,
-        }
-        self._prev_hash = digest
-        self._next_batch += 1
-        self._batch = _Batch(self._next_batch)
-        self._commit_thread = threading.Thread(
-            target=self._commit_batch,
-            args=(batch, batch_row),
-            name="recstore-batch-commit",
-        )
-        self._commit_thread.start()
-
-    def _stage(self, batch: _Batch) -> list[StagedInsert]:
-        b = batch.batch_id
-        events = [(*row, b) for family in batch.events for row in family]
-        tables: list[tuple[str, tuple[str, ...], list[tuple]]] = [
-            ("events", EVENT_COLUMNS, events),
-            ("streams", STREAM_COLUMNS, batch.streams),
-            ("source_files", SOURCE_FILE_COLUMNS, batch.source_files),
-            ("source_results", SOURCE_RESULT_COLUMNS, batch.source_results),
-            ("lineage_log", LINEAGE_COLUMNS, [(*row, b) for row in batch.lineage]),
-        ]
-        projections = []
-        for table in PROJECTION_TABLES:
-            groups: dict[int, tuple[list[tuple], list[int]]] = {}
-            for rows, offset in batch.projections.values():
-                for row in rows.get(table, ()):
-                    group = groups.setdefault(len(row), ([], []))
-                    group[0].append(row)
-                    group[1].append(offset)
-            for width, (rows, offsets) in groups.items():
-                projections.append((table, columns_for(table, width), rows, offsets))
-        staged = [
-            stage_columns(self._con, table, columns, rows, columns_cache=self._columns)
-            for table, columns, rows in tables
-            if rows
-        ]
-        staged.extend(
-            stage_columns(
-                self._con, table, columns, rows, columns_cache=self._columns,
-                add=(SEQ_COLUMNS.get(table, ()), offsets),
-            )
-            for table, columns, rows, offsets in projections
-        )
-        if batch.rejects:
-            staged.append(
-                stage_columns(
-                    self._con, "rejects", REJECT_COLUMNS, batch.rejects,
-                    columns_cache=self._columns, unless_exists=_REJECT_KEY,
-                )
-            )
-        return staged
+        """Hand the pending batch to the committer and start the next one."""
+        if self._committer.submit(self._batch, ingest_id=self.ingest_id, tags_json=self.tags_json):
+            self._next_batch += 1
+            self._batch = Batch(self._next_batch)
 
     def _wait_for_commit(self) -> None:
-        """Wait for the batch in flight (if any); re-raise what made its commit fail."""
-        thread = self._commit_thread
-        if thread is None:
-            return
-        thread.join()
-        self._commit_thread = None
-        error, self._commit_error = self._commit_error, None
-        if error is not None:
-            raise error
-
-    def _commit_batch(self, batch: _Batch, batch_row: dict[str, Any]) -> None:
-        """Stage ``batch`` as Arrow tables and commit it (on the commit thread: Arrow conversion
-        holds the GIL only in parts, DuckDB releases it)."""
-        con = self._con
-        try:
-            inserts = self._stage(batch)
-            with transaction(con):
-                if batch.replaced:
-                    delete_projections(con, sorted(batch.replaced))
-                for staged in inserts:
-                    staged.run(con)
-                if batch.tag_updates:
-                    _update_tags(con, batch.tag_updates)
-                batch_row["committed_at"] = _now()
-                insert_columns(
-                    con, "batches", tuple(batch_row), [tuple(batch_row.values())],
-                    columns_cache=self._columns,
-                )
-        except BaseException as exc:  # re-raised in the ingesting thread by _wait_for_commit
-            self._commit_error = exc
-            return
-        self.summary.batches += 1
+        self._committer.wait()
 
 
-# A reject is recorded once per (source URI, line, reason, content).
-_REJECT_KEY = ("source_uri", "line", "reason", "raw_sha256")
 _RUN_COLUMN = {name: i for i, name in enumerate(COLUMNS["proj_runs"])}
-
-
-def _update_tags(con: duckdb.DuckDBPyConnection, tag_updates: dict[str, str]) -> None:
-    retagged = pa.table(  # noqa: F841 - read by SQL
-        {"run_key": list(tag_updates), "tags": list(tag_updates.values())}
-    )
-    con.execute(
-        "UPDATE proj_runs SET tags = t.tags FROM retagged t WHERE proj_runs.run_key = t.run_key"
-    )
-
-
-def delete_projections(con: duckdb.DuckDBPyConnection, run_keys: list[str]) -> None:
-    """Remove the projection rows of ``run_keys`` (before their new revision is projected)."""
-    replaced = pa.table({"run_key": pa.array(run_keys, pa.string())})  # noqa: F841 - read by SQL
-    for table in PROJECTION_TABLES:
-        if table != "proj_runs":  # the others name the run by its revision's first seq
-            con.execute(
-                f"DELETE FROM {table} WHERE run_seq IN (SELECT first_seq FROM proj_runs "
-                "WHERE run_key IN (SELECT run_key FROM replaced))"
-            )
-    con.execute("DELETE FROM proj_runs WHERE run_key IN (SELECT run_key FROM replaced)")
 
 
 def _chunks(inputs: Iterator, size: int) -> Iterator[list]:

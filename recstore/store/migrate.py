@@ -19,6 +19,7 @@ from collections.abc import Callable
 import duckdb
 
 from recstore.formats.jsontext import dumps_json, loads_json
+from recstore.store.batches import EVENT_COLUMNS
 from recstore.store.chain import (
     EMPTY_DIGEST,
     EVENTS_DIGEST_SQL,
@@ -28,7 +29,7 @@ from recstore.store.chain import (
     line_digest,
 )
 from recstore.store.db import transaction
-from recstore.store.ingest import EVENT_COLUMNS, TAGS_EVENT
+from recstore.store.ingest import TAGS_EVENT
 from recstore.store.tables import insert_columns
 
 __all__ = ["finish_upgrade", "is_layout_1", "upgrade_layout_1", "upgrade_pending"]
