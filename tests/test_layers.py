@@ -46,3 +46,10 @@ def test_imports_point_down_the_map():
         and (owner, name) not in ALLOWED_UP
     )
     assert upward == []
+
+
+def test_no_module_is_over_700_lines():
+    """A module a newcomer can hold in their head (issue: rooms a newcomer can live in)."""
+    long = {str(p.relative_to(REPO_ROOT)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 700}
+    assert long == {}
