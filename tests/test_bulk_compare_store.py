@@ -247,7 +247,7 @@ def test_recorded_pairs_are_read_back_as_computed(corpus_store):
 
 
 def test_bad_options_are_input_errors(corpus_store):
-    with pytest.raises(InputError, match="pair-by"):
+    with pytest.raises(InputError, match="`pair_by`"):
         bulk_compare(corpus_store, BASELINE, CANDIDATE, pair_by="colour")
     with pytest.raises(InputError, match="ignore"):
         bulk_compare(corpus_store, BASELINE, CANDIDATE, ignore=["policy.resource.kind"])

@@ -90,5 +90,5 @@ def test_build_never_replaces_a_folder_it_did_not_write(spark, spark_inputs, tmp
     with pytest.raises(InputError, match="holds no recstore export"):
         build_views(spark, edge, str(theirs))
     assert (theirs / "runs" / "notes.txt").read_text() == "mine"
-    with pytest.raises(InputError, match="--overwrite"):
+    with pytest.raises(InputError, match="`overwrite`"):
         build_views(spark, edge, str(spark_built.build))
