@@ -26,7 +26,9 @@ def check(ctx: click.Context, path: str, as_json: bool) -> None:
     """Scan an agentuse data root, project or session directory and list its sessions and every
     bad or odd file (the rejects `recstore ingest` would store). Exit status 1 if any.
 
-    Example: recstore agentuse check ~/.local/share/agentuse
+    \b
+    Example:
+      recstore agentuse check ~/.local/share/agentuse
     """
     from recstore.formats.agentuse import assemble_run, is_agentuse_tree, scan_tree
 

@@ -109,9 +109,11 @@ def ingest(
     --tag adds tags to every run read, new or identical to one stored (as a tags event). Exit
     status 1 if anything was rejected.
 
-    Example: recstore ingest runs/ 'more/*.ndjson.gz' --tag env=prod
-    Example: recstore ingest ~/.local/share/agentuse --format agentuse
-    Example: recstore ingest traces.jsonl --format otlp
+    \b
+    Examples:
+      recstore ingest runs/ 'more/*.ndjson.gz' --tag env=prod
+      recstore ingest ~/.local/share/agentuse --format agentuse
+      recstore ingest traces.jsonl --format otlp
     """
     if watch:
         _watch(_store(ctx, lock_timeout), list(paths))
@@ -167,8 +169,10 @@ def rejects(
 ) -> None:
     """List input the store could not accept: source, line, reason.
 
-    Example: recstore rejects --since -1d --limit 20
-    Example: recstore rejects --summary --json
+    \b
+    Examples:
+      recstore rejects --since -1d --limit 20
+      recstore rejects --summary --json
     """
     store = _store(ctx, lock_timeout)
     since_time = _since(since)
@@ -222,8 +226,9 @@ def tag(
     whose tags would not change get none.
 
     \b
-    Example: recstore tag "metadata.suite = 'nightly'" set=v1 owner=ci
-    Example: recstore tag "status = 'failed'" --remove set
+    Examples:
+      recstore tag "metadata.suite = 'nightly'" set=v1 owner=ci
+      recstore tag "status = 'failed'" --remove set
     """
     from recstore.query import select_run_keys
 
@@ -255,7 +260,9 @@ def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
 
     A long run opens in $PAGER on a terminal (--no-pager prints it straight).
 
-    Example: recstore show 81e3aee0 --json
+    \b
+    Example:
+      recstore show 81e3aee0 --json
     """
     store = _store(ctx, lock_timeout)
     record = store.get_record(run, revision=revision)
@@ -323,7 +330,9 @@ def runs(ctx: click.Context, limit: int, columns: list[str] | None, vertical: bo
     Run keys stay whole; other columns wrap to the terminal. Columns: run_key, status, agent,
     model, started, tool_calls (the default), rev, items, requests.
 
-    Example: recstore runs --limit 5 --columns run_key,status,agent
+    \b
+    Example:
+      recstore runs --limit 5 --columns run_key,status,agent
     """
     rows = _store(ctx, lock_timeout).runs(limit)
     if as_json:
@@ -353,7 +362,9 @@ def verify(ctx: click.Context, as_json: bool, quiet: bool, lock_timeout: float) 
     """Check the log's batch hash chain and every reference in it, and that rebuilding the
     projections from the log reproduces them. Exit status 1 on any problem.
 
-    Example: recstore verify
+    \b
+    Example:
+      recstore verify
     """
     with CliProgress("verify runs", quiet=quiet) as progress:
         report = _store(ctx, lock_timeout).verify(progress)
@@ -380,7 +391,9 @@ def verify(ctx: click.Context, as_json: bool, quiet: bool, lock_timeout: float) 
 def rebuild(ctx: click.Context, lock_timeout: float, as_json: bool, quiet: bool) -> None:
     """Recompute every projection table from the event log alone.
 
-    Example: recstore rebuild --json
+    \b
+    Example:
+      recstore rebuild --json
     """
     with CliProgress("rebuild runs", quiet=quiet) as progress:
         count = _store(ctx, lock_timeout).rebuild(progress)
