@@ -12,6 +12,7 @@ DuckDB store, test_spark_compare_contract.py on a Spark layout of the same files
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
@@ -52,6 +53,17 @@ class Engine(Protocol):
 
     def record(self, run_key: str) -> dict:
         """The stored record of ``run_key`` (its current revision)."""
+
+
+_OUTPUT_PATH = re.compile(r"toolCalls\[\d+\]\.(hasOutput|output)")
+
+
+def difference_flags(differences: list[dict]) -> dict[str, bool]:
+    """The engine's flags that aioc's result does not carry, from compare_records' differences:
+    ``same_tool_outputs`` (no call's output or hasOutput differs) and ``same_metadata``."""
+    paths = [d["path"] for d in differences]
+    return {"same_tool_outputs": not any(_OUTPUT_PATH.fullmatch(p) for p in paths),
+            "same_metadata": "metadata" not in paths}
 
 
 def _columns(con: CompareConnection, table: str) -> list[str]:
@@ -113,4 +125,6 @@ class CompareEngineContract:
             expected = compare_records(engine.record(row["baseline_run_key"]),
                                        engine.record(row["candidate_run_key"]))
             assert aioc_result(row) == {key: expected[key] for key in aioc_result(row)}, row
+            flags = difference_flags(expected["differences"])
+            assert {key: row[key] for key in flags} == flags, row
         assert {row["classification"] for row in rows} >= {"pass", "fail"}

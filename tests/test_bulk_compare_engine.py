@@ -19,6 +19,7 @@ from recstore.compare.ignore import IgnoreSpec, parse_ignore, strip_record
 from recstore.records import SECTIONS, compare_records, resolve_sections
 from recstore.store import Store
 
+from .compare_contract import difference_flags
 from .record_strategies import record_pairs
 
 IGNORE_PATHS = [
@@ -92,6 +93,8 @@ def test_engine_equals_compare_records(con, pairs, include, exclude, ignore_path
             {k: want[k] for k in ("equal", "summary", "metrics")}
         ), (a, b)
         assert row["difference_count"] == len(want["differences"])
+        flags = difference_flags(want["differences"])
+        assert {key: row[key] for key in flags} == flags, (a, b)
 
 
 def test_empty_records_are_equal(con):

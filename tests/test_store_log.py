@@ -20,7 +20,7 @@ import pytest
 from recstore.store import Store
 from recstore.store.projection import PROJECTION_TABLES
 
-from .conftest import CORPUS_DEV
+from .conftest import AIOC_FIXTURES, CORPUS_DEV
 
 
 def _records(n: int) -> list[dict]:
@@ -181,6 +181,37 @@ def test_verify_finds_every_change_to_the_log(tmp_path, sql, problem):
     report = store.verify()
     assert not report.ok
     assert any(problem in p for p in report.problems), report.problems
+
+
+# Cut the first batch out of the log and relink the next one as if it were the first; the
+# projections are rebuilt from what is left, so only the chain can tell.
+_DROP_FIRST_BATCH = """
+DELETE FROM events WHERE batch_id = 1; DELETE FROM streams WHERE batch_id = 1;
+DELETE FROM lineage_log WHERE batch_id = 1; UPDATE source_files SET batch_id = 2;
+DELETE FROM batches WHERE batch_id = 1; UPDATE batches SET prev_hash = NULL WHERE batch_id = 2;
+"""
+
+
+def test_verify_finds_a_first_batch_cut_out_and_the_chain_relinked(tmp_path):
+    db = tmp_path / "s.duckdb"
+    store = Store(db)
+    store.ingest([str(_write_ndjson(tmp_path / "in.ndjson", _records(6)))], batch_size=2)
+    _tamper(db, _DROP_FIRST_BATCH)
+    store.rebuild()
+    report = store.verify()
+    assert report.problems == ["batch 2: hash does not match its events and streams (changed log)"]
+
+
+def test_batch_hashes_of_known_records_are_pinned(tmp_path):
+    """Literal hashes, so that a change to the hashing that stays self-consistent (verify
+    recomputes what ingest wrote) still fails: stores written before it would stop verifying."""
+    store = Store(tmp_path / "s.duckdb")
+    store.ingest([str(AIOC_FIXTURES / "simple-run.json")])
+    store.ingest([str(AIOC_FIXTURES / "tool-allow.json")])
+    assert _rows(store, "SELECT batch_id, event_count, hex(hash) FROM batches") == [
+        (1, 6, "583E9A3544659EB6B9CEA6B7B2EC97EB3405B9D21B466431825189759DE8BFF7"),
+        (2, 11, "ABE530A0C0718BA7F093C9EE184486AF60CCD2204FF051DB63A181EF3B46F9C9"),
+    ]
 
 
 def test_tags_are_events_verify_and_rebuild_reproduce_them(tmp_path):
