@@ -375,3 +375,17 @@ def test_dsl_reads_both_formats(store):
     assert sorted(select_run_keys(store, "status = 'completed'")) == sorted(
         [RUN_KEY, "aioc:tool-allow"]
     )
+
+
+def test_cli_failed_tool_call_output_is_null_and_error_stays_in_error(tmp_path):
+    """A failed call whose part file holds no output projects a NULL output (issue 27.11)."""
+    db = tmp_path / "fail.duckdb"
+    done = subprocess.run(
+        [sys.executable, "-m", "recstore", "--db", str(db), "ingest", str(AGENTUSE_DATA)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    failed = rows(Store(db), "SELECT output, error FROM tool_calls WHERE status = 'error'")
+    assert failed == [(None, "Command not allowed: gh")]

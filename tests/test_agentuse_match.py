@@ -245,3 +245,14 @@ def test_reference_snapshot_refuses_missing_and_binary_files(tmp_path):
     (tmp_path / "bin").write_bytes(b"a\0b")
     with pytest.raises(Exception, match="NUL"):
         snapshot_references(["bin"], str(tmp_path))
+
+
+def test_store_list_after_a_temporary_write_stops_with_agentuses_exact_text():
+    t = tape()
+    t.call("store_create", {"title": "draft"})
+    result = t.call("store_list", {"fields": ["title"]})
+    assert result.value["reason"] == (
+        "Store queries after temporary writes require a complete snapshot; "
+        "returning the old list would be stale."
+    )
+    assert t.stop_reason == result.value["reason"]

@@ -28,9 +28,11 @@ def _tool_items(call: ToolCall) -> list[dict]:
             {"type": "tool_call_output_item", "callId": call.call_id, "output": call.output}
         )
     elif call.raw_status == "error":
-        # the shape the model saw for a failed call (§1.6); error parts keep only the message
-        output = {"success": False, "error": call.error}
-        items.append({"type": "tool_call_output_item", "callId": call.call_id, "output": output})
+        # a failed call's output is what the part file holds (usually none, so NULL); the
+        # message stays in the call's error column, never folded into an invented output
+        items.append(
+            {"type": "tool_call_output_item", "callId": call.call_id, "output": call.output}
+        )
     return items
 
 

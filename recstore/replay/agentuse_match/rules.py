@@ -20,7 +20,11 @@ MISMATCH_REASON = (
 )
 
 
-STALE_LIST_REASON = "queries after temporary writes require a complete snapshot"
+# agentuse's own text (its store adapter), verbatim: users grep replay reports for it
+STALE_LIST_REASON = (
+    "Store queries after temporary writes require a complete snapshot; "
+    "returning the old list would be stale."
+)
 
 
 NO_OUTCOME_ERROR = "Replay ended without a proposal or final output."
