@@ -60,10 +60,14 @@ def line_digest(
 ) -> str:
     """sha256 (hex) of one event's line: what the batch digest is made of. Computed where the
     event is prepared (perhaps a worker process), so the writer only joins them."""
-    line = _FIELD.join(
-        (stream_key, str(stream_pos), str(revision), etype, _field(idx), _field(turn), payload)
+    head = _FIELD.join(
+        (stream_key, str(stream_pos), str(revision), etype, _field(idx), _field(turn), "")
     )
-    return hashlib.sha256((line + _END).encode("utf-8")).hexdigest()
+    # hashed piece by piece: joining a large payload into the line held two more copies of it
+    digest = hashlib.sha256(head.encode("utf-8"))
+    digest.update(payload.encode("utf-8"))
+    digest.update(_END.encode("ascii"))
+    return digest.hexdigest()
 
 
 class Digest:
