@@ -5,6 +5,7 @@ twice appends nothing, a change makes a revision, and projections equal the pure
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from typing import Any
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from recstore.canonical import canonical_json, sha256_canonical
 from recstore.formats.events import events_to_record, record_to_events
-from recstore.formats.jsontext import dumps_json, loads_json
+from recstore.formats.jsontext import dumps_json, dumps_json_lean, loads_json
 from recstore.records import analyze
 from recstore.store import Store
 from recstore.synth import generate_corpus
@@ -78,6 +79,16 @@ def test_events_round_trip_any_object(fields, item):
 @settings(max_examples=300, deadline=None)
 def test_stored_json_text_round_trips_exactly(value):
     assert json.dumps(loads_json(dumps_json(value))) == json.dumps(value)
+
+
+@given(json_values)
+@settings(max_examples=300, deadline=None)
+def test_lean_json_text_is_the_same_text_in_less_memory(value):
+    lean = dumps_json_lean(value)
+    text = dumps_json(value)
+    assert (lean.decode("utf-8") if isinstance(lean, bytes) else lean) == text
+    assert sys.getsizeof(lean) <= sys.getsizeof(text)
+    assert json.dumps(loads_json(lean)) == json.dumps(value)
 
 
 @pytest.fixture(scope="module")

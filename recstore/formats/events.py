@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from recstore.formats.jsontext import dumps_json, int32, loads_json
+from recstore.formats.jsontext import dumps_json_lean, int32, loads_json
 
 __all__ = ["ARRAY_EVENT_TYPES", "FAMILY_OF", "Event", "events_to_record", "record_to_events"]
 
@@ -59,12 +59,14 @@ _FINISH_FIELDS = frozenset(
 
 
 class Event(NamedTuple):
-    """One event of a stream: ``idx`` is the element's position in its record array."""
+    """One event of a stream: ``idx`` is the element's position in its record array.
+    ``payload_text`` is JSON text: a ``str``, or its UTF-8 ``bytes`` where
+    :func:`record_to_events` found them smaller (see ``dumps_json_lean``)."""
 
     type: str
     idx: int | None
     turn: int | None
-    payload_text: str
+    payload_text: str | bytes
 
 
 def record_to_events(record: dict[str, Any]) -> list[Event]:
@@ -77,13 +79,15 @@ def record_to_events(record: dict[str, Any]) -> list[Event]:
         if etype is not None and isinstance(value, list):
             for i, element in enumerate(value):
                 turn = int32(element.get("turn")) if type(element) is dict else None
-                array_events.append(Event(etype, i, turn, dumps_json(element)))
+                array_events.append(Event(etype, i, turn, dumps_json_lean(element)))
         elif key in _FINISH_FIELDS:
             finish[key] = value
         else:
             start[key] = value
-    started = Event("run_started", None, None, dumps_json({"keyOrder": list(record), "fields": start}))
-    finished = Event("run_finished", None, None, dumps_json({"fields": finish}))
+    started = Event(
+        "run_started", None, None, dumps_json_lean({"keyOrder": list(record), "fields": start})
+    )
+    finished = Event("run_finished", None, None, dumps_json_lean({"fields": finish}))
     return [started, *array_events, finished]
 
 

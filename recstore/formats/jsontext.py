@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import uuid
 from typing import Any
 
@@ -17,6 +18,7 @@ from recstore.canonical import JSONParseError, canonical_json, loads_strict, nes
 
 __all__ = [
     "dumps_json",
+    "dumps_json_lean",
     "int32",
     "loads_json",
     "parse_json_bytes",
@@ -88,9 +90,25 @@ def dumps_json(value: Any) -> str:
         return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
 
 
-def loads_json(text: str) -> Any:
+def dumps_json_lean(value: Any) -> str | bytes:
+    """:func:`dumps_json`'s text as a ``str`` or as UTF-8 ``bytes``, whichever Python holds in
+    less memory: a ``str`` with one character beyond U+FFFF (an emoji) takes 4 bytes for every
+    character, so a big text with one is kept as its UTF-8."""
+    try:
+        data = orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":"))  # ASCII: str is lean
+    text = data.decode("utf-8")
+    if data.isascii() or sys.getsizeof(text) <= sys.getsizeof(data):
+        return text
+    del text
+    # a copy: orjson's own bytes keep the buffer it grew (up to twice the text, 4 kB at least)
+    return bytes(memoryview(data))
+
+
+def loads_json(text: str | bytes) -> Any:
     """Parse JSON text the store wrote itself (trusted; ``Infinity`` allowed, ints exact)."""
-    data = text.encode("utf-8", "surrogatepass")
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     if _SIXTEEN_DIGITS not in data.translate(_DIGITS_TO_ZERO):
         try:
             return orjson.loads(data)

@@ -56,7 +56,7 @@ def line_digest(
     etype: str,
     idx: int | None,
     turn: int | None,
-    payload: str,
+    payload: str | bytes,
 ) -> str:
     """sha256 (hex) of one event's line: what the batch digest is made of. Computed where the
     event is prepared (perhaps a worker process), so the writer only joins them."""
@@ -65,7 +65,7 @@ def line_digest(
     )
     # hashed piece by piece: joining a large payload into the line held two more copies of it
     digest = hashlib.sha256(head.encode("utf-8"))
-    digest.update(payload.encode("utf-8"))
+    digest.update(payload if isinstance(payload, bytes) else payload.encode("utf-8"))
     digest.update(_END.encode("ascii"))
     return digest.hexdigest()
 
