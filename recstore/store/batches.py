@@ -196,11 +196,15 @@ class BatchCommitter:
         con = self._con
         try:
             inserts = self._stage(batch)
+            # the rows are in Arrow now; their Python copies (a big record's payloads) go
+            for family in batch.events:
+                family.clear()
+            batch.projections.clear()
             with transaction(con):
                 if batch.replaced:
                     delete_projections(con, sorted(batch.replaced))
-                for staged in inserts:
-                    staged.run(con)
+                while inserts:  # each Arrow table goes once DuckDB holds its rows
+                    inserts.pop(0).run(con)
                 if batch.tag_updates:
                     _update_tags(con, batch.tag_updates)
                 batch_row["committed_at"] = now()
