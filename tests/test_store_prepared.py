@@ -1,20 +1,27 @@
 """Records prepared elsewhere (a worker process) and placed by ``BatchWriter.store_prepared`` are
 stored exactly as ``Store.ingest_records`` stores them, lineage rows go with the record they
-name; ``read_runs`` reads current revisions a chunk per query, in log order."""
+name; a big input is prepared in the writer's process, in its place among the workers' chunks;
+a record's hash and its events' payloads are what the store verifies; ``read_runs`` reads current
+revisions a chunk per query, in log order."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
+import recstore.store.prepare as prepare_module
+from recstore.canonical import canonical_bytes
 from recstore.errors import NotFoundError
-from recstore.formats.reader import RawInput
+from recstore.formats.events import record_to_events
+from recstore.formats.jsontext import dumps_json
+from recstore.formats.reader import PENDING, RawInput
 from recstore.store import Store
 from recstore.store.ingest import BatchWriter, SourceCounts
-from recstore.store.prepare import Prepared, Refused, prepare
+from recstore.store.prepare import Prepared, Preparer, Refused, prepare, record_hash
 from recstore.store.store import read_runs
 from recstore.synth import generate_corpus
 from tests.conftest import AGENTUSE_DATA
@@ -75,6 +82,81 @@ def test_records_prepared_in_a_worker_are_stored_as_ingest_stores_them(tmp_path)
     assert outcomes == ["accepted"] * 6 + ["rejected"] + ["accepted"] * 6
     assert _log(placed) == _log(ingested)
     assert placed.verify().ok
+
+
+def test_a_big_input_is_prepared_here_in_its_place_among_the_workers_chunks(monkeypatch):
+    # pickling a big input to a worker and its events back held two more copies of it
+    lines = [json.dumps(r).encode() + b"\n" for r in CORPUS]
+    big = {i for i, line in enumerate(lines, start=1) if len(line) > 4000}
+    assert big and len(big) < len(lines)
+    monkeypatch.setattr(prepare_module, "LOCAL_BYTES", 4000)
+    monkeypatch.setattr(prepare_module, "CHUNK", 2)
+    here: list[int | None] = []
+
+    def spy(raw: RawInput, fmt: str = "aioc") -> Prepared | Refused:
+        here.append(raw.line)  # the workers (spawned) run the real prepare, never this
+        return prepare(raw, fmt)
+
+    monkeypatch.setattr(prepare_module, "prepare", spy)
+    raws = [RawInput("records", i, None, PENDING, data=line)
+            for i, line in enumerate(lines, start=1)]
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        prepared = list(Preparer(pool, workers=1).prepared(raws))
+    assert set(here) == big
+    assert [(p.line, p.key, p.record_hash) for p in prepared] == [
+        (i, f"aioc:{r['runId']}", hashlib.sha256(canonical_bytes(r)).digest())
+        for i, r in enumerate(CORPUS, start=1)
+    ]
+
+
+class _ChunkSizes:
+    """A worker pool that notes the input sizes of each chunk submitted to it."""
+
+    def __init__(self, pool: ProcessPoolExecutor) -> None:
+        self.pool = pool
+        self.chunks: list[list[int]] = []
+
+    def submit(self, fn, chunk: list[RawInput], fmt: str):  # noqa: ANN201 - a Future
+        self.chunks.append([len(raw.data) for raw in chunk])
+        return self.pool.submit(fn, chunk, fmt)
+
+
+def test_a_chunk_sent_to_a_worker_is_bounded_in_bytes(monkeypatch):
+    # 200 inputs of a few MB each made one chunk of hundreds of MB, pickled whole both ways
+    lines = [json.dumps(r).encode() + b"\n" for r in CORPUS]
+    monkeypatch.setattr(prepare_module, "LOCAL_BYTES", max(map(len, lines)) + 1)  # none here
+    raws = [RawInput("records", i, None, PENDING, data=line)
+            for i, line in enumerate(lines, start=1)]
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        counted = _ChunkSizes(pool)
+        prepared = list(Preparer(counted, workers=1).prepared(raws))
+    assert [p.line for p in prepared] == list(range(1, len(lines) + 1))
+    assert sorted(size for chunk in counted.chunks for size in chunk) == sorted(map(len, lines))
+    assert len(counted.chunks) > 1
+    assert all(sum(chunk[:-1]) < prepare_module.LOCAL_BYTES for chunk in counted.chunks)
+
+
+def test_record_hash_is_the_hash_of_the_whole_canonical_record():
+    for record in [*CORPUS, {**CORPUS[0], "items": []}, {"items": [{}], "runId": "x"}]:
+        canons = [canonical_bytes(item) for item in record["items"]]
+        assert record_hash(record, canons) == hashlib.sha256(canonical_bytes(record)).digest()
+
+
+def test_payloads_kept_as_utf8_are_stored_as_their_text_and_verify(tmp_path):
+    record = {**CORPUS[0], "items": [
+        {"type": "message", "role": "user", "content": "fox \U0001f98a " * 500},
+        {"type": "message", "role": "assistant", "content": "plain"},
+    ]}
+    events = record_to_events(record)
+    assert [type(e.payload_text) for e in events[1:3]] == [bytes, str]
+    store = Store(tmp_path / "utf8.duckdb")
+    assert store.ingest_records([record]).accepted == 1
+    with store.reader() as con:
+        stored = con.execute("SELECT payload FROM events WHERE type = 'item_appended' "
+                             "ORDER BY seq").fetchall()
+    assert stored == [(dumps_json(item),) for item in record["items"]]
+    assert store.get_record(record["runId"]) == record
+    assert store.verify().ok
 
 
 def test_placing_again_is_a_duplicate_and_a_change_a_revision(tmp_path):

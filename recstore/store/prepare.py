@@ -10,8 +10,10 @@ worker processes when the input is large enough to pay for them, keeping input o
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
+import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -45,6 +47,13 @@ __all__ = [
 # Inputs sent to a worker at a time, and chunks kept in flight per worker.
 CHUNK = 200
 IN_FLIGHT = 3
+# An input larger than this is prepared in the calling process, never sent to a worker: pickling
+# it there and its events back held two more copies of it, and the worker kept its peak memory.
+# A chunk sent to a worker holds about this many bytes of input at most.
+LOCAL_BYTES = 8 * 2**20
+# Stands in for a record's items while the rest is printed: canonical JSON escapes every control
+# character, so a NUL byte in its text can only be this.
+_ITEMS_MARK = b"\x00"
 # How much of a refused value that cannot be written as JSON its reject keeps (as Python repr).
 _KEPT_REPR = 64 * 2**10
 
@@ -66,8 +75,21 @@ def run_key_for(fmt: str, run_id: str) -> str:
 def record_hash(record: dict, item_canons: list[bytes]) -> bytes:
     """sha256 of aioc's canonical JSON of ``record`` (32 bytes), reusing its items' canonical
     JSON."""
-    items = b"[" + b",".join(item_canons) + b"]"
-    return hashlib.sha256(canonical_bytes_reusing(record, {"items": items})).digest()
+    # The record is printed with a mark where its items go, and the items are hashed one by one
+    # in its place: printing them into the record held two more copies of a big record.
+    text = canonical_bytes_reusing(record, {"items": _ITEMS_MARK})
+    at = text.find(_ITEMS_MARK)
+    if at < 0:  # a backend printed the whole record (one orjson call), items and all
+        return hashlib.sha256(text).digest()
+    view = memoryview(text)
+    digest = hashlib.sha256(view[:at])
+    digest.update(b"[")
+    for i, canon in enumerate(item_canons):
+        digest.update(b"," if i else b"")
+        digest.update(canon)
+    digest.update(b"]")
+    digest.update(view[at + len(_ITEMS_MARK):])
+    return digest.digest()
 
 
 @dataclass(slots=True)
@@ -81,7 +103,7 @@ class Prepared:
     fmt: str
     line: int | None
     record_hash: bytes
-    events: list[tuple[str, int | None, int | None, str]]
+    events: list[tuple[str, int | None, int | None, str | bytes]]
     digests: list[str]
     projection: Projection
     record: dict | None = None  # kept only for in-process callers that need it
@@ -175,21 +197,64 @@ class Preparer:
         """Every input prepared, in input order."""
         if self._pool is None:
             for raw in raws:
-                yield prepare(raw, fmt)
+                yield _prepare_here(raw, fmt)
             return
         pending: deque[Future] = deque()
         chunk: list[RawInput] = []
+        chunk_bytes = 0
         for raw in raws:
+            size = len(raw.data) if raw.data is not None else 0
+            if size > LOCAL_BYTES:  # prepared here, once what came before it is
+                if chunk:
+                    pending.append(self._pool.submit(_prepare_chunk, chunk, fmt))
+                    chunk, chunk_bytes = [], 0
+                while pending:
+                    yield from pending.popleft().result()
+                yield _prepare_here(raw, fmt)
+                continue
             chunk.append(raw)
-            if len(chunk) >= CHUNK:
+            chunk_bytes += size
+            # a chunk is pickled whole to its worker and back: bounded in bytes as in inputs
+            if len(chunk) >= CHUNK or chunk_bytes >= LOCAL_BYTES:
                 pending.append(self._pool.submit(_prepare_chunk, chunk, fmt))
-                chunk = []
+                chunk, chunk_bytes = [], 0
                 while len(pending) >= self._in_flight:
                     yield from pending.popleft().result()
         if chunk:
             pending.append(self._pool.submit(_prepare_chunk, chunk, fmt))
         while pending:
             yield from pending.popleft().result()
+
+
+def _prepare_here(raw: RawInput, fmt: str) -> Prepared | Refused:
+    """:func:`prepare` in this process; after a big input, the memory its parsed value took is
+    given back to the system (see :func:`_trim`)."""
+    prepared = prepare(raw, fmt)
+    if raw.data is not None and len(raw.data) > LOCAL_BYTES:
+        _trim()
+    return prepared
+
+
+def _trim() -> None:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere
+    nothing). Freeing a big parsed record leaves its pages to this process's heap, where the
+    writer's Arrow and DuckDB allocators (their own heaps) cannot reuse them: they stayed
+    resident through the insert, about the size of the parsed record."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+        return libc if hasattr(libc, "malloc_trim") else None  # musl has none
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
 
 
 def default_workers(total_bytes: int) -> int:
