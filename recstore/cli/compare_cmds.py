@@ -174,6 +174,7 @@ def compare_cmd(
     max_unpaired: float,
     allow_empty: bool,
     as_json: bool,
+    full: bool,
     engine: str,
     parquet: str | None,
     master: str | None,
@@ -271,4 +272,4 @@ def compare_cmd(
             include_sections=include_sections,
             exclude_sections=exclude,
         )
-    ctx.exit(echo_comparison(result, as_json, a, b))
+    ctx.exit(echo_comparison(result, as_json, a, b, full))
