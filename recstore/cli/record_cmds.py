@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
 from collections.abc import Callable
 
 import click
@@ -32,7 +34,11 @@ def inspect_record(file: str, as_json: bool) -> None:
       recstore inspect run.json --json
     """
     analysis = analyze(load_record_file(file))
-    click.echo(dumps(analysis.to_dict()) if as_json else render_analysis(analysis))
+    if as_json:
+        click.echo(dumps(analysis.to_dict()))
+        return
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    click.echo(render_analysis(analysis, width))
 
 
 def compare_options(command: Callable) -> Callable:

@@ -270,7 +270,8 @@ def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
         click.echo(dumps(record))
         return
     row = store.run_row(run) if revision is None else {}
-    text = _show_lead(record, row) + "\n" + render_analysis(analyze(record))
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    text = _show_lead(record, row, width) + "\n" + render_analysis(analyze(record), width)
     terminal = shutil.get_terminal_size()
     if not no_pager and sys.stdout.isatty() and text.count("\n") >= terminal.lines - 1:
         click.echo_via_pager(text)
@@ -278,7 +279,7 @@ def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
         say(text)
 
 
-def _show_lead(record: dict, row: dict) -> str:
+def _show_lead(record: dict, row: dict, width: int | None) -> str:
     """What a person looks for first: question, response, error, duration and tags."""
     from recstore.query.table import write_fields
 
@@ -297,7 +298,6 @@ def _show_lead(record: dict, row: dict) -> str:
         ("started", str(record.get("startedAt") or "—")),
     ]
     out = io.StringIO()
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
     write_fields(fields, out, width=width)
     return out.getvalue()
 
@@ -327,7 +327,8 @@ def runs(ctx: click.Context, limit: int, columns: list[str] | None, vertical: bo
          as_json: bool, lock_timeout: float) -> None:
     """List the most recently stored runs.
 
-    Run keys stay whole; other columns wrap to the terminal. Columns: run_key, status, agent,
+    One line per run: run keys stay whole, long text is cut with '…', and columns that do
+    not fit the terminal are named in a footer. Columns: run_key, status, agent,
     model, started, tool_calls (the default), rev, items, requests.
 
     \b

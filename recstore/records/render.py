@@ -18,7 +18,7 @@ from typing import Any
 from recstore.jsonout import dumps, escape_surrogates
 from recstore.records.structure import RecordAnalysis, ToolCallJoin
 
-__all__ = ["printable", "render_analysis", "render_comparison", "visible"]
+__all__ = ["clip", "printable", "render_analysis", "render_comparison", "visible"]
 
 # What a terminal could act on or that hides text: C0 and C1 controls (ESC starts colour,
 # title and clear-screen sequences), DEL, bidirectional overrides and isolates, line and
@@ -51,6 +51,27 @@ def printable(text: str, keep: str = "") -> str:
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
     return _UNPRINTABLE.sub(escape, text)
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` terminal cells (a CJK character is two), ending in
+    ``…`` when cut; one line stays one line.
+
+    >>> clip("handoff_to_agent", 8), clip("研究 Agent", 5), clip("ok", 8)
+    ('handoff…', '研究…', 'ok')
+    """
+    from rich.cells import cell_len, get_character_cell_size
+
+    if cell_len(text) <= width:
+        return text
+    room, end = width - 1, 0
+    for char in text:
+        size = get_character_cell_size(char)
+        if size > room:
+            break
+        room -= size
+        end += 1
+    return text[:end] + "…" if width > 0 else ""
 
 
 def _preview(value: Any) -> str:
@@ -128,9 +149,10 @@ def _decision_lines(analysis: RecordAnalysis) -> list[str]:
     return lines
 
 
-def render_analysis(analysis: RecordAnalysis) -> str:
+def render_analysis(analysis: RecordAnalysis, width: int | None = None) -> str:
     """A readable summary of one record: visits, requests with their item intervals, tool calls
-    with envelope status, handoffs, decisions and findings."""
+    with envelope status, handoffs, decisions and findings. With a ``width`` (a terminal's),
+    each tool call's line is cut to it with ``…`` (its arguments go first) rather than wrap."""
     a = analysis
     head = f"run {a.run_id}  {a.status}  agent {a.agent_name}"
     if a.initial_agent != a.agent_name:
@@ -159,7 +181,8 @@ def render_analysis(analysis: RecordAnalysis) -> str:
             f"  messageCount {r.message_count}"
         )
     lines.append(f"tool calls ({len(a.tool_calls)})")
-    lines.extend(_call_line(j) for j in a.tool_calls)
+    calls = (printable(_call_line(j)) for j in a.tool_calls)
+    lines.extend(calls if width is None else (clip(line, width) for line in calls))
     if a.transitions:
         lines.append(f"handoffs ({len(a.transitions)})")
         for t in a.transitions:
