@@ -61,12 +61,14 @@ def _spark_cause(exc: BaseException) -> str | None:
     except ImportError:  # no pyspark: the error is not Spark's
         return None
 
-    chain, seen = [], exc
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
     while seen is not None and len(chain) < 10:
         chain.append(seen)
         seen = seen.__cause__ or seen.__context__
     if any(isinstance(e, Py4JNetworkError) for e in chain):
-        return f"Spark's JVM stopped (its log above says why; {MEMORY_HINT})"
+        return (f"Spark's JVM stopped (its log says why: {jvm_log_path()}, or above with "
+                f"--debug; {MEMORY_HINT})")
     error = next((e for e in chain if isinstance(e, Py4JError)
                   or type(e).__module__.startswith("pyspark")), None)
     if error is None:
@@ -184,7 +186,8 @@ def _launch_jvm(options: dict[str, str], jvm_log: str) -> None:
     fd = os.open(jvm_log, flags, 0o600)
     try:
         conf = SparkConf(loadDefaults=False).setAll(list(options.items()))
-        gateway = launch_gateway(conf, popen_kwargs={"stdout": fd, "stderr": fd})
+        gateway = launch_gateway(  # type: ignore[no-untyped-call]
+            conf, popen_kwargs={"stdout": fd, "stderr": fd})
     finally:
         os.close(fd)  # the JVM holds its own copy
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)
@@ -244,7 +247,7 @@ def run_on_spark(query: CompiledQuery, parquet_dir: str | Path,
 
 def _arrow_batches(rows: Iterator[Any], columns: list[str],
                    batch_rows: int) -> Iterator[pa.RecordBatch]:
-    chunk: list[tuple] = []
+    chunk: list[tuple[Any, ...]] = []
     for row in rows:
         chunk.append(tuple(row))
         if len(chunk) >= batch_rows:
@@ -254,6 +257,6 @@ def _arrow_batches(rows: Iterator[Any], columns: list[str],
         yield _batch(chunk, columns)
 
 
-def _batch(rows: list[tuple], columns: list[str]) -> pa.RecordBatch:
+def _batch(rows: list[tuple[Any, ...]], columns: list[str]) -> pa.RecordBatch:
     arrays = [pa.array(list(values)) for values in zip(*rows, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, names=columns)

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from recstore.records.render import clip, printable
 
@@ -194,7 +194,8 @@ def _fields_table(names: Sequence[str], values: Sequence[str]) -> Any:
 def _console(out: IO[str], width: int | None) -> Any:
     from rich.console import Console
 
-    return Console(file=_Trimmed(out), width=width or 10_000, color_system=None,
+    # _Trimmed has the two methods rich calls (write, flush), not all of IO's
+    return Console(file=cast(IO[str], _Trimmed(out)), width=width or 10_000, color_system=None,
                    highlight=False, markup=False, emoji=False, soft_wrap=False)
 
 
