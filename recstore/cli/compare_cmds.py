@@ -177,6 +177,7 @@ def compare_cmd(
     max_unpaired: float,
     allow_empty: bool,
     as_json: bool,
+    full: bool,
     engine: str,
     parquet: str | None,
     master: str | None,
@@ -278,4 +279,4 @@ def compare_cmd(
             include_sections=include_sections,
             exclude_sections=exclude,
         )
-    ctx.exit(echo_comparison(result, as_json, a, b))
+    ctx.exit(echo_comparison(result, as_json, a, b, full))

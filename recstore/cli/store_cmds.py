@@ -279,8 +279,8 @@ def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool, wid
         click.echo(dumps(record))
         return
     row = store.run_row(run) if revision is None else {}
-    text = (_show_lead(record, row, table_width(width, sys.stdout)) + "\n"
-            + render_analysis(analyze(record)))
+    width = table_width(width, sys.stdout)
+    text = _show_lead(record, row, width) + "\n" + render_analysis(analyze(record), width)
     terminal = shutil.get_terminal_size()
     if not no_pager and sys.stdout.isatty() and text.count("\n") >= terminal.lines - 1:
         click.echo_via_pager(text)
@@ -337,8 +337,9 @@ def runs(ctx: click.Context, limit: int, columns: list[str] | None, vertical: bo
          width: int | None, as_json: bool, lock_timeout: float) -> None:
     """List the most recently stored runs.
 
-    Run keys stay whole; other columns wrap to the terminal (or --width, or $COLUMNS when
-    piped). Columns: run_key, status, agent,
+    One line per run: run keys stay whole, long text is cut with '…', and columns that do
+    not fit the terminal (or --width, or $COLUMNS when piped) are named in a footer. Columns:
+    run_key, status, agent,
     model, started, tool_calls (the default), rev, items, requests.
 
     \b
