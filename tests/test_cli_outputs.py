@@ -140,7 +140,7 @@ def test_piped_tables_fit_columns(db):
     for command in (["query", WIDE], ["runs"]):
         assert _widest(recstore(db, *command, columns="100").stdout) <= 100
         assert _widest(recstore(db, *command, columns="140").stdout) > 100  # it uses the room
-    unlimited = recstore(db, "query", WIDE)  # no $COLUMNS: unlimited, wrapped columns capped
+    unlimited = recstore(db, "query", WIDE)  # no $COLUMNS: unlimited, long text cut at 48 cells
     assert _widest(unlimited.stdout) > 140
     assert _widest(recstore(db, "query", WIDE, columns="not-a-number").stdout) \
         == _widest(unlimited.stdout)

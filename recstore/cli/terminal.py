@@ -37,7 +37,7 @@ vertical_option = click.option(
 width_option = click.option(
     "--width", type=click.IntRange(min=20), metavar="N",
     help="Fit the table to N columns. Default: the terminal's width; piped or to a file, "
-    "$COLUMNS when set, else unlimited (wrapped columns at most 48 cells wide).")
+    "$COLUMNS when set, else unlimited (long text cut at 48 cells).")
 
 
 def table_width(width: int | None, stream: IO[str] | None) -> int | None:

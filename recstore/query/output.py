@@ -134,7 +134,7 @@ def write_result(result: ResultStream, fmt: str = "table", output: str | Path | 
     """Write ``result`` as ``fmt`` to the file ``output`` (or ``stdout``); return the row count.
     ``vertical`` draws a table as one ``column  value`` block per row (``None``: only a single
     row that does not fit the terminal). A table fits ``width`` cells; without it, the
-    terminal's width on a terminal, else no width (wrapped columns capped instead)."""
+    terminal's width on a terminal, else no width (long text cut at :data:`~recstore.query.table.PIPE_CELL` cells)."""
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}",
                          source="--format")
