@@ -231,7 +231,8 @@ def tag(
     """Set or remove tags on the runs SELECTION picks (a DSL filter or SQL, as compare takes).
 
     Tags are events in each run's stream: `verify` checks them and `rebuild` folds them. Runs
-    whose tags would not change get none.
+    whose tags would not change get none. Setting a key replaces the value a run has: stderr
+    says what changed (`tagged 500 of 500 selected runs: set baseline -> v1`), --json too.
 
     \b
     Examples:
@@ -247,10 +248,29 @@ def tag(
     if not keys:
         raise InputError("selects no runs", source=selection)
     summary = store.tag(keys, _parse_tags(tags), remove=remove)
+    changes = summary.to_list()
     if as_json:
-        click.echo(dumps({"selected": len(keys), "tagged": summary.tagged}))
-    else:
-        say(f"tagged {summary.tagged} of {len(keys)} selected runs")
+        click.echo(dumps({"selected": len(keys), "tagged": summary.tagged, "changes": changes}))
+    else:  # what it overwrote, so `set=v1` never replaces another set's tag unnoticed
+        said = f": {_tag_changes(changes)}" if changes else " (their tags were already so)"
+        say(f"tagged {summary.tagged} of {len(keys)} selected runs{said}", err=True)
+
+
+def _tag_changes(changes: list[dict]) -> str:
+    """``set baseline -> v1; owner (new) -> ci``; with the runs per change when a key changed
+    in more than one way (``set baseline -> v1 (500), (new) -> v1 (7)``)."""
+    by_key: dict[str, list[dict]] = {}
+    for change in changes:
+        by_key.setdefault(change["key"], []).append(change)
+
+    def one(change: dict, counted: bool) -> str:
+        old = "(new)" if change["from"] is None else change["from"]
+        new = "(removed)" if change["to"] is None else change["to"]
+        return f"{old} -> {new}" + (f" ({change['runs']})" if counted else "")
+
+    return "; ".join(
+        f"{key} " + ", ".join(one(c, len(rows) > 1) for c in rows) for key, rows in by_key.items()
+    )
 
 
 @cli.command("show")
