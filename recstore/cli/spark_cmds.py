@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from recstore.cli import cli
-from recstore.cli.terminal import CliProgress, name_values, quiet_option, say
+from recstore.cli.terminal import CliProgress, name_values, quiet_option, say, wrote
 from recstore.errors import InputError
 from recstore.jsonout import dumps
 
@@ -85,4 +85,5 @@ def build_cmd(ctx: click.Context, inputs: tuple[str, ...], directory: str, maste
         click.echo(dumps(asdict(summary)))
     else:
         say(summary.line())
+    wrote(summary.directory, quiet=quiet)
     ctx.exit(summary.exit_code)  # 1 when a line was rejected, as ingest

@@ -14,7 +14,15 @@ import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import READ_WAIT, WRITE_WAIT, lock_timeout_option
-from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
+from recstore.cli.terminal import (
+    CliProgress,
+    columns_option,
+    quiet_option,
+    say,
+    table_width,
+    vertical_option,
+    width_option,
+)
 from recstore.errors import InputError
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES
 from recstore.jsonout import dumps
@@ -269,10 +277,11 @@ def _tag_changes(changes: list[dict]) -> str:
 @click.argument("run")
 @click.option("--revision", type=click.IntRange(min=1), help="An older revision of the run.")
 @click.option("--no-pager", is_flag=True, help="Print straight to the terminal, never page.")
+@width_option
 @_JSON
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
-def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
+def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool, width: int | None,
          as_json: bool, lock_timeout: float) -> None:
     """Show one stored run (run key, runId, or a unique prefix): question, response, error,
     duration and tags, then the `inspect` summary; with --json the stored record exactly as
@@ -290,7 +299,7 @@ def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
         click.echo(dumps(record))
         return
     row = store.run_row(run) if revision is None else {}
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    width = table_width(width, sys.stdout)
     text = _show_lead(record, row, width) + "\n" + render_analysis(analyze(record), width)
     terminal = shutil.get_terminal_size()
     if not no_pager and sys.stdout.isatty() and text.count("\n") >= terminal.lines - 1:
@@ -340,15 +349,17 @@ _RUN_DEFAULT = ["run_key", "status", "agent", "model", "started", "tool_calls"]
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @columns_option
 @vertical_option
+@width_option
 @_JSON
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
 def runs(ctx: click.Context, limit: int, columns: list[str] | None, vertical: bool,
-         as_json: bool, lock_timeout: float) -> None:
+         width: int | None, as_json: bool, lock_timeout: float) -> None:
     """List the most recently stored runs.
 
     One line per run: run keys stay whole, long text is cut with '…', and columns that do
-    not fit the terminal are named in a footer. Columns: run_key, status, agent,
+    not fit the terminal (or --width, or $COLUMNS when piped) are named in a footer. Columns:
+    run_key, status, agent,
     model, started, tool_calls (the default), rev, items, requests.
 
     \b
@@ -369,7 +380,7 @@ def runs(ctx: click.Context, limit: int, columns: list[str] | None, vertical: bo
     out = click.get_text_stream("stdout")
     write_table(names, (["" if r[_RUN_COLUMNS[n]] is None else str(r[_RUN_COLUMNS[n]])
                          for n in names] for r in rows), out,
-                width=shutil.get_terminal_size().columns if out.isatty() else None,
+                width=table_width(width, out),
                 numeric=[n in ("rev", "items", "requests", "tool_calls") for n in names],
                 vertical=vertical or None)
 
