@@ -9,6 +9,7 @@ import json
 import shutil
 import sys
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,11 +19,12 @@ from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say
 from recstore.errors import InputError
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES
 from recstore.jsonout import dumps
-from recstore.query.dsl import parse_timestamp
 from recstore.records import analyze
 from recstore.records.render import render_analysis
-from recstore.store import Store
-from recstore.store.ingest import DEFAULT_BATCH_SIZE
+from recstore.store.chain import DEFAULT_BATCH_SIZE
+
+if TYPE_CHECKING:
+    from recstore.store import Store
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 # At most this many reject reasons are echoed; `recstore rejects` lists them all.
@@ -32,6 +34,8 @@ _SHOWN_REJECTS = 20
 def _store(ctx: click.Context, lock_timeout: float) -> Store:
     if ctx.obj.get("served_store") is not None:  # run by `recstore serve` for another shell
         return ctx.obj["served_store"]
+    from recstore.store import Store  # when a command runs: `--help` opens no store
+
     return Store(ctx.obj["db"], lock_timeout=lock_timeout)
 
 
@@ -204,6 +208,8 @@ def _since(text: str | None) -> datetime | None:
     if text is None:
         return None
     try:
+        from recstore.query.dsl import parse_timestamp
+
         return parse_timestamp(text)
     except ValueError:
         raise InputError(f"expected an ISO time or -7d, got {text!r}", source="--since") from None
