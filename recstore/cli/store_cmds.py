@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 import click
 
+from recstore import records  # its names load when `show` analyses a record
 from recstore.cli import cli
 from recstore.cli.existing_store import READ_WAIT, WRITE_WAIT, lock_timeout_option
 from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
 from recstore.errors import InputError
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES
 from recstore.jsonout import dumps
-from recstore.records import analyze
 from recstore.records.render import render_analysis
 from recstore.store.chain import DEFAULT_BATCH_SIZE
 
@@ -276,7 +276,7 @@ def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
         click.echo(dumps(record))
         return
     row = store.run_row(run) if revision is None else {}
-    text = _show_lead(record, row) + "\n" + render_analysis(analyze(record))
+    text = _show_lead(record, row) + "\n" + render_analysis(records.analyze(record))
     terminal = shutil.get_terminal_size()
     if not no_pager and sys.stdout.isatty() and text.count("\n") >= terminal.lines - 1:
         click.echo_via_pager(text)
