@@ -174,6 +174,7 @@ def compare_cmd(
     max_unpaired: float,
     allow_empty: bool,
     as_json: bool,
+    full: bool,
     engine: str,
     parquet: str | None,
     master: str | None,
@@ -197,11 +198,14 @@ def compare_cmd(
     over the views a `recstore spark build` or `recstore export` wrote there, with the same
     results; it is not recorded (a layout is no store) and compares current revisions.
 
-    Pairs classify as fail when the candidate failed, warn when not equal, else pass
-    (aioc's rule); --fail-on/--warn-on take signals: statusChanged, toolsChanged,
-    policyChanged, finalOutputChanged, guardrailsChanged, outputsChanged, metadataChanged,
-    changed, candidateFailed, regressed. The semantic preset ignores policy.timestamp,
-    policy.callId, policy.expiresAt, guardrails.timestamp and metadata.
+    Pairs classify as fail when the candidate failed (newFailure), warn when not equal, else
+    pass (aioc's rule), except that a pair whose runs both failed with no difference (a
+    reproduced failure) is counted as still failing and passes the gate; --fail-on
+    candidateFailed fails every candidate failure. --fail-on/--warn-on take signals:
+    statusChanged, toolsChanged, policyChanged, finalOutputChanged, guardrailsChanged,
+    outputsChanged, metadataChanged, changed, candidateFailed, newFailure, stillFailing,
+    regressed. The semantic preset ignores policy.timestamp, policy.callId, policy.expiresAt,
+    guardrails.timestamp and metadata.
 
     \b
     Examples:
@@ -271,4 +275,4 @@ def compare_cmd(
             include_sections=include_sections,
             exclude_sections=exclude,
         )
-    ctx.exit(echo_comparison(result, as_json, a, b))
+    ctx.exit(echo_comparison(result, as_json, a, b, full))

@@ -126,6 +126,12 @@ class CliProgress:
         description = f"{self.label} ({extra})" if extra else self.label
         self._bar.update(self._task, completed=done, total=total, description=description)
 
+    def phase(self, label: str) -> None:
+        """A new stage of the work: its own label, count, rate and time left."""
+        self.close()
+        self.label = label
+        self._start = self._last = time.monotonic()
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.stop()

@@ -33,6 +33,7 @@ from recstore.store.chain import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
     from recstore.store.ingest import IngestSummary
+    from recstore.store.tagging import TagSummary
 
 # A command that only reads (query, runs, show, rejects, lineage) opens the store without the
 # ingest machinery (pydantic models, Arrow staging, worker pools): what writes, rebuilds or
@@ -265,36 +266,22 @@ class Store:
         run_keys: Iterable[str],
         set_tags: dict[str, str] | None = None,
         remove: Iterable[str] = (),
-    ) -> IngestSummary:
+    ) -> TagSummary:
         """Set and remove tags of stored runs, as ``tags_changed`` events in their streams (runs
-        whose tags would not change get none). ``summary.tagged`` counts the runs changed.
+        whose tags would not change get none). ``summary.tagged`` counts the runs changed,
+        ``summary.changes`` which values each tag went from and to (``recstore.store.tagging``).
 
         Raises:
             NotFoundError: a run key is not stored.
         """
-        from recstore.formats.events import Event
-        from recstore.formats.jsontext import dumps_json, loads_json
-        from recstore.store.ingest import TAGS_EVENT, BatchWriter
-        from recstore.store.projection import fold_tags
+        from recstore.store.ingest import BatchWriter
+        from recstore.store.tagging import tag_runs
 
         set_tags = dict(set_tags or {})
         remove = sorted(set(remove) - set(set_tags))
         change = {"set": set_tags, **({"remove": remove} if remove else {})}
         with self.writer() as con, BatchWriter(con) as writer:
-            source_id = writer.open_source("tag", "records")
-            for key in run_keys:
-                state = writer.current(key)
-                if state is None:
-                    raise NotFoundError(f"no stored run {key!r}")
-                tags = fold_tags([{"set": loads_json(state.tags_json)}, change])
-                tags_json = dumps_json(tags)
-                if tags_json != state.tags_json:
-                    writer.tag_run(
-                        key, state, Event(TAGS_EVENT, None, None, dumps_json(change)), tags_json,
-                        source_id,
-                    )
-            writer.flush()
-            return writer.summary
+            return tag_runs(writer, run_keys, change)
 
     def rebuild(self, progress: Progress = NO_PROGRESS) -> int:
         """Recompute every projection from the event log alone; returns the number of runs."""
