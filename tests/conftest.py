@@ -57,6 +57,16 @@ def run_cli(db: Path | str, *args: str, cwd: Path | str | None = None,
                           env=env)
 
 
+def imported_modules(*args: str) -> set[str]:
+    """Every module ``python -X importtime -m recstore ARGS`` imports."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "recstore", *args],
+                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("import time:")]
+    assert lines, "no -X importtime output"
+    return {line.rsplit("|", 1)[1].strip() for line in lines[1:]}  # [0] is the header
+
+
 def from_source_sweep(folder: Path, name: str, query: str, select_extra: str = "") -> Path:
     """Write ``<folder>/<name>.toml``: a sweep replaying what ``query`` selects from source
     (``select_extra``: more ``[select]`` lines); returns its path."""
