@@ -60,7 +60,7 @@ class RowBatch:
     """Rows of a result as DuckDB's Python tuples: a stand-in for an Arrow record batch where
     only text is written (see :func:`plain_type`)."""
 
-    rows: list[tuple]
+    rows: list[tuple[Any, ...]]
 
     @property
     def num_rows(self) -> int:  # noqa: D102 - as pyarrow's
@@ -91,7 +91,7 @@ class ResultStream:
         if close is not None:
             close()
 
-    def rows(self) -> Iterator[tuple]:
+    def rows(self) -> Iterator[tuple[Any, ...]]:
         """Rows as tuples of Python values, one batch in memory at a time."""
         for batch in self.batches:
             if isinstance(batch, RowBatch):
@@ -138,16 +138,17 @@ class ResultStream:
         return polars.from_arrow(self.arrow())
 
 
-def _python_values(column: pa.Array) -> list:
+def _python_values(column: pa.Array) -> list[Any]:
     """A column as Python values; one Python cannot hold (a timestamp in year 10000 or 0,
     which DuckDB and Arrow can) comes as Arrow's text of it, so one stored value cannot break
     printing."""
     import pyarrow as pa
 
     try:
-        return column.to_pylist()
+        values: list[Any] = column.to_pylist()
     except (OverflowError, ValueError):
-        return column.cast(pa.string()).to_pylist()
+        values = column.cast(pa.string()).to_pylist()
+    return values
 
 
 def _require(module: str) -> Any:
@@ -237,8 +238,8 @@ def _json_rows(result: ResultStream) -> Iterator[str]:
             yield dumps_compact(_row_object(result.columns, row, json_columns, loads_json))
 
 
-def _row_object(columns: list[str], row: tuple, json_columns: set[int],
-                json_value: Callable[[str], Any]) -> dict:
+def _row_object(columns: list[str], row: tuple[Any, ...], json_columns: set[int],
+                json_value: Callable[[str], Any]) -> dict[str, Any]:
     """``row`` as an object; the text of JSON columns goes through ``json_value``."""
     return {name: json_value(value) if i in json_columns and isinstance(value, str) else value
             for i, (name, value) in enumerate(zip(columns, row, strict=True))}
@@ -306,6 +307,8 @@ def _write_parquet_to(result: ResultStream, sink: IO[bytes]) -> int:
     count = 0
     try:
         for batch in result.batches:
+            if isinstance(batch, RowBatch):  # a caller's mistake, not the user's input
+                raise TypeError("Parquet needs Arrow batches: open the result with arrow=True")
             if writer is None:
                 writer = pq.ParquetWriter(sink, batch.schema, compression="zstd")
             writer.write_batch(batch)
