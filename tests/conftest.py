@@ -49,11 +49,12 @@ HOSTILE = FIXTURES / "hostile"
 
 
 def run_cli(db: Path | str, *args: str, cwd: Path | str | None = None,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+            env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """The real ``recstore`` CLI in a subprocess on the store ``db`` (text output captured;
-    ``env``: the child's whole environment, by default this one)."""
+    ``env``: the child's whole environment, by default this one; ``timeout``: seconds before
+    it is killed and ``subprocess.TimeoutExpired`` raised)."""
     return subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), *args],
-                          capture_output=True, text=True, cwd=cwd or REPO_ROOT, timeout=600,
+                          capture_output=True, text=True, cwd=cwd or REPO_ROOT, timeout=timeout,
                           env=env)
 
 

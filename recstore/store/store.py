@@ -484,21 +484,22 @@ def read_runs(
 
 
 def _resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:
-    """The stream key ``ref`` names: an exact run key or run id, else a unique prefix of one."""
-    matches = con.execute(
-        "SELECT DISTINCT stream_key FROM streams WHERE stream_key = ? OR run_id = ?", [ref, ref]
-    ).fetchall()
-    if len(matches) == 1:
-        return matches[0][0]
+    """The stream key ``ref`` names: an exact run key (``aioc:x`` even when another run's id is
+    ``aioc:x``), else an exact run id, else a unique prefix of either."""
+    matches = [key for (key,) in con.execute(
+        "SELECT DISTINCT stream_key FROM streams WHERE stream_key = ? OR run_id = ? ORDER BY 1",
+        [ref, ref]).fetchall()]
+    if ref in matches:  # an exact key wins over the runs whose id it is
+        return ref
     if not matches:
-        matches = con.execute(
+        matches = [key for (key,) in con.execute(
             "SELECT DISTINCT stream_key FROM streams "
             "WHERE starts_with(stream_key, ?) OR starts_with(run_id, ?) ORDER BY 1 LIMIT 6",
             [ref, ref],
-        ).fetchall()
+        ).fetchall()]
     if not matches:
         raise NotFoundError(f"no stored run matches {ref!r}")
     if len(matches) > 1:
-        shown = ", ".join(k for (k,) in matches[:5])
-        raise InputError(f"{ref!r} matches several runs ({shown}, ...); give more of the id")
-    return matches[0][0]
+        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise InputError(f"{ref!r} matches several runs ({shown}); give more of the id")
+    return matches[0]
