@@ -271,6 +271,16 @@ def require_selection(count: int, text: str, what: str, allow_empty: bool) -> No
             "(`allow_empty` accepts an empty selection)", what=what)
 
 
+def lean_runs(tree: exp.Select) -> exp.Select:
+    """``tree`` (a select from ``runs``) reading ``run_rows`` under the name ``runs`` when it
+    reads no column the ``runs`` view's joins add: those joins cost more than the rest of a
+    filter over many runs. Changes ``tree`` in place and returns it."""
+    if not any(c.name in _JOINED_RUN_COLUMNS for c in tree.find_all(exp.Column)) and \
+            not any(isinstance(s, exp.Star) for s in tree.expressions):
+        tree.args["from_"].set("this", exp.to_table("run_rows").as_("runs"))
+    return tree
+
+
 def run_key_tree(query: CompiledQuery, ordered: bool = True) -> exp.Query:
     """The ``run_key`` column of ``query``'s rows (distinct; ``ordered``: in the query's own
     order, else by run key)."""
@@ -279,9 +289,7 @@ def run_key_tree(query: CompiledQuery, ordered: bool = True) -> exp.Query:
     if query.language == "dsl" and isinstance(from_table, exp.Table) and from_table.name == "runs":
         keys = tree.copy()
         keys.set("expressions", [exp.column("run_key", table="runs")])
-        if not any(c.name in _JOINED_RUN_COLUMNS for c in keys.find_all(exp.Column)):
-            # the selection reads run_rows, under the name runs, without the joins it ignores
-            keys.args["from_"].set("this", exp.to_table("run_rows").as_("runs"))
+        lean_runs(keys)
         # a limit without an order takes the first runs by run key, ordered or not
         if keys.args.get("order") or not (ordered or keys.args.get("limit")):
             return keys
