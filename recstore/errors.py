@@ -25,12 +25,15 @@ class RecstoreError(Exception):
 
 class InputError(RecstoreError):
     """An input (file, record, option value) is invalid. ``source`` names it, ``path`` is the JSON
-    path inside it when known."""
+    path inside it when known. ``problems`` lists every problem found (``{path, problem}``, the
+    first one the message names) when validation found more than one."""
 
-    def __init__(self, message: str, *, source: str | None = None, path: str | None = None):
+    def __init__(self, message: str, *, source: str | None = None, path: str | None = None,
+                 problems: list[dict] | None = None):
         self.source = source
         self.path = path
         self.problem = message
+        self.problems = problems
         where = ""
         if source:
             where = f"{source}"

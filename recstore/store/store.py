@@ -31,7 +31,7 @@ from recstore.formats.jsontext import dumps_json, loads_json
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES, RawInput, iter_sources
 from recstore.process import worker_pool
 from recstore.progress import NO_PROGRESS, Progress
-from recstore.store import agentuse_ingest, db, migrate, otlp_io
+from recstore.store import agentuse_ingest, db, migrate, otlp_io, rejects
 from recstore.store.chain import EMPTY_DIGEST, EVENTS_DIGEST_SQL, STREAM_LINE_SQL, batch_hash
 from recstore.store.ingest import (
     DEFAULT_BATCH_SIZE,
@@ -378,28 +378,15 @@ class Store:
             return dict(zip(names, cur.fetchone(), strict=True))
 
     def rejects(self, limit: int | None = None, since: datetime | None = None) -> list[dict]:
-        """Stored rejects, oldest first: at most ``limit``, rejected at or after ``since``."""
+        """Stored rejects, oldest first: at most ``limit``, rejected at or after ``since``, each
+        with every problem found (``problems``; see :func:`recstore.store.rejects.rejects`)."""
         with self.reader() as con:
-            cur = con.execute(
-                "SELECT reject_id, source_uri, line, reason, path, raw_text, raw_size, "
-                "rejected_at FROM rejects WHERE ? IS NULL OR rejected_at >= ? "
-                "ORDER BY reject_id LIMIT ?",
-                [since, since, limit],
-            )
-            names = [d[0] for d in cur.description]
-            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+            return rejects.rejects(con, limit, since)
 
     def reject_summary(self, since: datetime | None = None) -> list[dict]:
         """Rejects counted by reason (most frequent first), with their sources and last time."""
         with self.reader() as con:
-            cur = con.execute(
-                "SELECT reason, count(*) AS rejects, count(DISTINCT source_uri) AS sources, "
-                "max(rejected_at) AS last_rejected_at FROM rejects "
-                "WHERE ? IS NULL OR rejected_at >= ? GROUP BY reason ORDER BY rejects DESC, reason",
-                [since, since],
-            )
-            names = [d[0] for d in cur.description]
-            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+            return rejects.reject_summary(con, since)
 
     def verify(self, progress: Progress = NO_PROGRESS) -> VerifyReport:
         """Check the batch hash chain and every reference of the log, and that a rebuild
