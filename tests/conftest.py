@@ -13,6 +13,14 @@ from typing import Any
 
 import pytest
 
+# pytest imports GNU readline early (_pytest.capture), and readline writes COLUMNS and LINES
+# (80x24 without a terminal) into the process's C environment, not os.environ: every CLI run in
+# a subprocess would inherit them and fit a piped table to 80 columns. A test that wants a width
+# sets COLUMNS or --width itself.
+for _name in ("COLUMNS", "LINES"):
+    if _name not in os.environ:
+        os.unsetenv(_name)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = (REPO_ROOT / "tests" / "fixtures").resolve()  # the store records resolved source paths
 AIOC_FIXTURES = FIXTURES / "aioc"

@@ -19,7 +19,7 @@ from recstore.query.api import (
     select_run_keys,
 )
 from recstore.query.limits import QueryLimits, cap_rows
-from recstore.query.output import FORMATS, ResultStream, write_result
+from recstore.query.output import FORMATS, ResultStream, output_format, write_result
 from recstore.query.saved import SavedQuery, list_saved, load_saved
 from recstore.query.views import Catalog, default_catalog
 
@@ -41,6 +41,7 @@ __all__ = [
     "list_saved",
     "load_saved",
     "open_reader",
+    "output_format",
     "run_query",
     "select_gate_run_sets",
     "select_gate_runs",

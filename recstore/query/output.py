@@ -27,6 +27,9 @@ from recstore.formats.jsontext import loads_json
 from recstore.jsonout import dumps_compact
 
 FORMATS: tuple[str, ...] = ("table", "json", "ndjson", "csv", "parquet")
+#: The format an output file's extension names (``-o items.csv`` writes CSV).
+EXTENSIONS: dict[str, str] = {".csv": "csv", ".json": "json", ".ndjson": "ndjson",
+                              ".jsonl": "ndjson", ".parquet": "parquet", ".txt": "table"}
 BATCH_ROWS = 10_000
 
 
@@ -105,11 +108,33 @@ def _require(module: str) -> Any:
                           f"pip install 'recstore[{module}]'") from None
 
 
+def output_format(output: str | Path, fmt: str | None,
+                  allowed: tuple[str, ...] = FORMATS) -> str:
+    """The format to write the file ``output`` in: ``fmt`` when given, else the one its
+    extension names (:data:`EXTENSIONS`, any case).
+
+    Raises:
+        InputError: no ``fmt`` and the extension names none of ``allowed`` (a name without
+            one, such as ``/dev/stdout``, too: guessing would write a table into ``.tsv``).
+    """
+    if fmt is not None:
+        return fmt
+    named = EXTENSIONS.get(Path(output).suffix.lower())
+    if named in allowed:
+        return named
+    suffixes = [ext for ext, f in EXTENSIONS.items() if f in allowed]
+    raise InputError(f"cannot tell the format from the name {str(output)!r}; end it in "
+                     f"{', '.join(suffixes[:-1])} or {suffixes[-1]}, or give --format",
+                     source="--output")
+
+
 def write_result(result: ResultStream, fmt: str = "table", output: str | Path | None = None,
-                 stdout: IO[str] | None = None, *, vertical: bool | None = None) -> int:
+                 stdout: IO[str] | None = None, *, vertical: bool | None = None,
+                 width: int | None = None) -> int:
     """Write ``result`` as ``fmt`` to the file ``output`` (or ``stdout``); return the row count.
     ``vertical`` draws a table as one ``column  value`` block per row (``None``: only a single
-    row that does not fit the terminal)."""
+    row that does not fit the terminal). A table fits ``width`` cells; without it, the
+    terminal's width on a terminal, else no width (long text cut at :data:`~recstore.query.table.PIPE_CELL` cells)."""
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}",
                          source="--format")
@@ -119,14 +144,16 @@ def write_result(result: ResultStream, fmt: str = "table", output: str | Path | 
         return _write_parquet(result, Path(output))
     if output is not None:
         if fmt == "table":
-            return write_output(output, lambda fh: _write_table(result, fh, False, vertical),
+            return write_output(output, lambda fh: _write_table(result, fh, width, vertical),
                                 newline="")
         return write_output(output, lambda fh: _WRITERS[fmt](result, fh, False), newline="")
     import sys
 
     out = stdout or sys.stdout
     if fmt == "table":
-        return _write_table(result, out, out.isatty(), vertical)
+        if width is None and out.isatty():
+            width = shutil.get_terminal_size().columns
+        return _write_table(result, out, width, vertical)
     return _WRITERS[fmt](result, out, out.isatty())
 
 
@@ -174,13 +201,12 @@ def _write_csv(result: ResultStream, out: IO[str], _tty: bool) -> int:
     return count
 
 
-def _write_table(result: ResultStream, out: IO[str], tty: bool,
+def _write_table(result: ResultStream, out: IO[str], width: int | None,
                  vertical: bool | None = None) -> int:
     from recstore.query.table import write_table
 
     numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
                for t in (result.schema.types if result.schema else [])]
-    width = shutil.get_terminal_size().columns if tty else None
     return write_table(result.columns, ([_text(v) for v in row] for row in result.rows()), out,
                        width=width, numeric=numeric, vertical=vertical)
 
@@ -229,4 +255,5 @@ def _write_parquet_to(result: ResultStream, sink: IO[bytes]) -> int:
 
 _WRITERS = {"json": _write_json, "ndjson": _write_ndjson, "csv": _write_csv}
 
-__all__ = ["FORMATS", "BATCH_ROWS", "ResultStream", "write_result"]
+__all__ = ["FORMATS", "EXTENSIONS", "BATCH_ROWS", "ResultStream", "output_format",
+           "write_result"]

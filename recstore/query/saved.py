@@ -141,7 +141,8 @@ def load_saved(name: str, directory: Path | None = None) -> SavedQuery:
     raise NotFoundError(f"no saved query @{name}{hint}")
 
 
-def resolve_saved(text: str, params: Mapping[str, str]) -> tuple[str, dict, str | None]:
+def resolve_saved(text: str, params: Mapping[str, str]
+                  ) -> tuple[str, dict[str, Any], str | None]:
     """``(query text, parameters, language)`` of ``text``: an ``@name`` saved query is read
     and its parameters bound from ``params``; other text is returned as given."""
     if text.startswith("@"):

@@ -48,6 +48,7 @@ from recstore.store.projection import (
     project_record,
 )
 from recstore.store.tables import insert_columns, registered
+from recstore.store.tagging import TagSummary, tag_runs
 
 __all__ = ["DEFAULT_DB", "Store", "StoredEvents", "StoredRun", "VerifyReport", "read_runs"]
 
@@ -268,9 +269,10 @@ class Store:
         run_keys: Iterable[str],
         set_tags: dict[str, str] | None = None,
         remove: Iterable[str] = (),
-    ) -> IngestSummary:
+    ) -> TagSummary:
         """Set and remove tags of stored runs, as ``tags_changed`` events in their streams (runs
-        whose tags would not change get none). ``summary.tagged`` counts the runs changed.
+        whose tags would not change get none). ``summary.tagged`` counts the runs changed,
+        ``summary.changes`` which values each tag went from and to (``recstore.store.tagging``).
 
         Raises:
             NotFoundError: a run key is not stored.
@@ -279,20 +281,7 @@ class Store:
         remove = sorted(set(remove) - set(set_tags))
         change = {"set": set_tags, **({"remove": remove} if remove else {})}
         with self.writer() as con, BatchWriter(con) as writer:
-            source_id = writer.open_source("tag", "records")
-            for key in run_keys:
-                state = writer.current(key)
-                if state is None:
-                    raise NotFoundError(f"no stored run {key!r}")
-                tags = fold_tags([{"set": loads_json(state.tags_json)}, change])
-                tags_json = dumps_json(tags)
-                if tags_json != state.tags_json:
-                    writer.tag_run(
-                        key, state, Event(TAGS_EVENT, None, None, dumps_json(change)), tags_json,
-                        source_id,
-                    )
-            writer.flush()
-            return writer.summary
+            return tag_runs(writer, run_keys, change)
 
     def rebuild(self, progress: Progress = NO_PROGRESS) -> int:
         """Recompute every projection from the event log alone; returns the number of runs."""
