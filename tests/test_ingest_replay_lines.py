@@ -159,3 +159,33 @@ def test_rejects_json_lists_every_problem_of_a_reject(tmp_path):
     assert [len(r["problems"]) for r in summary["rejects"]] == [11, 10, 9, 1]
     _json(db, "ingest", "--json", str(bad), codes=(1,))  # kept once: problems once too
     assert [len(r["problems"]) for r in _json(db, "rejects", "--json")] == [11, 10, 9, 1]
+
+
+def test_rejects_json_lists_a_bad_line_read_twice_in_one_ingest_as_stored(tmp_path):
+    db = tmp_path / "s.duckdb"
+    bad = tmp_path / "bad.ndjson"
+    bad.write_text('{"runId": 1}\n', encoding="utf-8")
+    _json(db, "ingest", "--json", str(bad), str(bad), codes=(1,))  # one batch, the line twice
+    (stored,) = _rows(db, "SELECT count(*) AS n FROM rejects")
+    listed = _json(db, "rejects", "--json")
+    assert len(listed) == stored["n"]  # each stored reject once, not once per kept problem list
+    assert [len(r["problems"]) for r in listed] == [11] * stored["n"]
+
+
+def test_a_store_from_before_reject_problems_lists_its_rejects_and_takes_new_ones(tmp_path):
+    import duckdb
+
+    db = tmp_path / "old.duckdb"
+    bad = tmp_path / "bad.ndjson"
+    bad.write_text('{"runId": 1}\n', encoding="utf-8")
+    _json(db, "ingest", "--json", str(bad), codes=(1,))
+    con = duckdb.connect(str(db))  # as a store was before schema 005: no reject_problems table
+    con.execute("DELETE FROM schema_migrations WHERE name = '005_reject_problems.sql'")
+    con.execute("DROP TABLE reject_problems")
+    con.close()
+    (old,) = _json(db, "rejects", "--json")  # a reader upgrades the store first
+    assert old["problems"] == [{"path": "$.runId", "problem": old["reason"]}]  # all it kept
+    other = tmp_path / "other.ndjson"
+    other.write_text('{"runId": 2}\n', encoding="utf-8")
+    _json(db, "ingest", "--json", str(other), codes=(1,))
+    assert [len(r["problems"]) for r in _json(db, "rejects", "--json")] == [1, 11]

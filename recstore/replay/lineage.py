@@ -108,8 +108,6 @@ def prepare_replay(
     (pure work, so it runs where the replay ran) and its ``replay_of`` lineage row. ``line`` is
     the replay's place in its command's selection (the stream's ``line``)."""
     prepared = prepare(RawInput(REPLAY_SOURCE, line, None, record))
-    if isinstance(prepared, Prepared):
-        prepared.lineage = None  # a replayer printing an aioc replay line: this row is the one
     return prepared, lineage_row(source, record, report, provider)
 
 

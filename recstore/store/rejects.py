@@ -18,8 +18,12 @@ def rejects(con: duckdb.DuckDBPyConnection, limit: int | None = None,
     first), from ``reject_problems`` when validation found several."""
     cur = con.execute(
         "SELECT r.reject_id, r.source_uri, r.line, r.reason, r.path, r.raw_text, r.raw_size, "
-        "r.rejected_at, p.problems::VARCHAR AS problems FROM rejects r "
-        "LEFT JOIN reject_problems p ON p.source_uri = r.source_uri "
+        "r.rejected_at, p.problems FROM rejects r "
+        # one row per key: the same bad line read twice in one batch is kept twice (in
+        # rejects and here), and a join on both copies would list each reject twice
+        "LEFT JOIN (SELECT source_uri, line, reason, raw_sha256, "
+        "any_value(problems)::VARCHAR AS problems FROM reject_problems GROUP BY ALL) p "
+        "ON p.source_uri = r.source_uri "
         "AND p.line IS NOT DISTINCT FROM r.line AND p.reason = r.reason "
         "AND p.raw_sha256 = r.raw_sha256 "
         "WHERE ? IS NULL OR r.rejected_at >= ? ORDER BY r.reject_id LIMIT ?",
