@@ -98,6 +98,8 @@ def test_replay_lines_ingested_again_are_duplicates_and_lineage_shows_them(corpu
     tree = _json(db, "lineage", source, "--json")
     modes = sorted(kid["mode"] for kid in tree["children"] if kid["relation"] == "replay_of")
     assert modes == ["hybrid", "strict"]
+    text = _ok(db, "lineage", source).stdout
+    assert "(replay_of hybrid)" in text and "(replay_of strict)" in text
 
 
 def test_replay_lines_before_their_sources_link_once_the_sources_are_ingested(tmp_path):
@@ -111,6 +113,11 @@ def test_replay_lines_before_their_sources_link_once_the_sources_are_ingested(tm
     after = _rows(db, "SELECT source_run_key, source_run_id FROM replays")
     assert sorted(r["source_run_key"] for r in after) == sorted(
         f"aioc:{w['sourceRunId']}" for w in lines)
+    # the same lines again, now that their sources are stored: the replays stored already
+    again = _json(db, "ingest", "--json", str(tmp_path / "replays.ndjson"))
+    assert (again["accepted"], again["duplicate"]) == (0, 6)
+    (count,) = _rows(db, "SELECT count(*) AS n FROM replays")
+    assert count["n"] == 6
     _ok(db, "verify")
 
 

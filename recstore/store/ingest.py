@@ -303,7 +303,7 @@ class BatchWriter:
         Returns each record's outcome (``accepted``, ``revised``, ``duplicate``, ``rejected``).
         """
         links = _Links(lineage)
-        self._look_up([p.key for p in chunk if isinstance(p, Prepared)])
+        self._look_up([key for p in chunk if isinstance(p, Prepared) for key in _keys_of(p)])
         outcomes = []
         for p in chunk:
             if isinstance(p, Refused):
@@ -330,10 +330,9 @@ class BatchWriter:
         the source by key, revision and record hash when it is stored; else by run id only,
         which the ``lineage`` and ``replays`` views resolve once the source is ingested."""
         link, *rest = p.lineage
-        source_key = run_key_for("aioc", link["parent_run_id"])
-        source = self.current(source_key)
+        source = self.current(_source_key(link))
         if source is not None:
-            link = {**link, "parent_run_key": source_key, "detail": {
+            link = {**link, "parent_run_key": _source_key(link), "detail": {
                 "sourceRevision": source.revision, "sourceRecordHash": source.record_hash.hex(),
                 **link["detail"]}}
         if self._own_runs is None:
@@ -642,6 +641,17 @@ class _Links:
         """The rows for record ``p``, in the order they were given."""
         found = self.common + self.by_child.get(p.run_id, []) + self.by_child.get(p.key, [])
         return [link for _, link in sorted(found, key=lambda pair: pair[0])]
+
+
+def _keys_of(p: Prepared) -> list[str]:
+    """The run keys storing ``p`` looks up: its own, and its source's when it is a replay line
+    (so a chunk's sources are looked up with it, in one query)."""
+    return [p.key, _source_key(p.lineage[0])] if p.lineage else [p.key]
+
+
+def _source_key(link: dict) -> str:
+    """The run key of the source an aioc replay line's ``replay_of`` row names by run id."""
+    return run_key_for("aioc", link["parent_run_id"])
 
 
 def _lineage_row(link: dict, key: str, revision: int, source_id: int) -> tuple:
