@@ -49,12 +49,23 @@ HOSTILE = FIXTURES / "hostile"
 
 
 def run_cli(db: Path | str, *args: str, cwd: Path | str | None = None,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+            env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """The real ``recstore`` CLI in a subprocess on the store ``db`` (text output captured;
-    ``env``: the child's whole environment, by default this one)."""
+    ``env``: the child's whole environment, by default this one; ``timeout``: seconds before
+    it is killed and ``subprocess.TimeoutExpired`` raised)."""
     return subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), *args],
-                          capture_output=True, text=True, cwd=cwd or REPO_ROOT, timeout=600,
+                          capture_output=True, text=True, cwd=cwd or REPO_ROOT, timeout=timeout,
                           env=env)
+
+
+def imported_modules(*args: str) -> set[str]:
+    """Every module ``python -X importtime -m recstore ARGS`` imports."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "recstore", *args],
+                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("import time:")]
+    assert lines, "no -X importtime output"
+    return {line.rsplit("|", 1)[1].strip() for line in lines[1:]}  # [0] is the header
 
 
 def from_source_sweep(folder: Path, name: str, query: str, select_extra: str = "") -> Path:

@@ -4,6 +4,7 @@ inputs is stored, ingest exits 1 without a traceback, and a retry changes nothin
 
 from __future__ import annotations
 
+import glob
 import gzip
 import json
 import os
@@ -13,6 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from recstore.errors import InputError
+from recstore.formats.reader import iter_sources
 
 from .conftest import CORPUS_DEV, run_cli
 from .hostile_cases import hostile_lines
@@ -122,3 +126,73 @@ def test_a_folder_it_cannot_enter_is_a_reject_and_the_file_beside_it_is_stored(t
     assert summary["rejects"][0]["source"].endswith("locked")
     assert "Permission denied" in summary["rejects"][0]["reason"]
     assert _stored(db) == 1
+
+
+_LINK_CASES = [tuple(f.strip() for f in line.split("|")) for line in hostile_lines("glob-links.txt")]
+
+
+def _lay_out(folder: Path, layout: str) -> None:
+    """Make ``layout`` (tests/hostile/glob-links.txt) in ``folder``: files first, then links."""
+    entries = [e.strip() for e in layout.split(",")]
+    files = [e for e in entries if "->" not in e]
+    for entry, line in zip(files, _good(len(files)), strict=True):
+        (folder / entry).parent.mkdir(parents=True, exist_ok=True)
+        (folder / entry).write_text(line, encoding="utf-8")
+    for entry in entries:
+        if "->" in entry:
+            link, target = (part.strip() for part in entry.split("->"))
+            (folder / link).parent.mkdir(parents=True, exist_ok=True)
+            (folder / link).symlink_to(target)
+
+
+@pytest.mark.parametrize(("exit_code", "layout", "argument", "read"), _LINK_CASES,
+                         ids=[f"{c[2]} over {c[1]}" for c in _LINK_CASES])
+def test_a_glob_or_directory_never_follows_a_folder_link_and_reads_each_file_once(
+        tmp_path, exit_code, layout, argument, read):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    _lay_out(tree, layout)
+    db = tmp_path / "s.duckdb"
+    try:  # a walk that follows `.` links never ends: the timeout turns that into a failure
+        done = run_cli(db, "ingest", "--json", argument, cwd=tree, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"ingest {argument} over {layout} did not finish")
+    assert done.returncode == int(exit_code) and "Traceback" not in done.stderr, done.stderr
+    expected = [] if read == "-" else [e.strip() for e in read.split(",")]
+    stored = {str((tree / e).resolve()) for e in expected if "!" not in e}
+    rejected = {(str(tree / path), reason) for path, reason in
+                (e.split("!") for e in expected if "!" in e)}
+    if done.returncode == 2:
+        assert len(done.stderr.strip().splitlines()) == 1 and argument in done.stderr
+        assert not stored and not rejected
+        return
+    summary = json.loads(done.stdout)
+    assert (summary["accepted"], summary["duplicate"], summary["sources"]) == (
+        len(stored), 0, len(stored) + len(rejected))
+    assert {(r["source"], r["reason"].removeprefix("skipped: ")) for r in summary["rejects"]} \
+        == rejected
+    sources = run_cli(db, "query", "SELECT uri FROM sources WHERE accepted > 0", "--format",
+                      "json")
+    assert {row["uri"] for row in json.loads(sources.stdout)} == stored
+
+
+_TREE = ("a.json, .h.json, b/c.jsonl, b/.d/e.json, b/f/g.ndjson.gz, b/f/h.txt, .i/j.json, "
+         "k/l/m/n.json, ab/o.json")
+
+
+@pytest.mark.parametrize("pattern", [
+    "T/**/*.json", "T/*/*.json", "T/**", "T/**/.*", "T/.*/*.json", "T/.*", "T/a*/**/*.json",
+    "T/[ab]*/*", "T/**/m/*.json", "T/**/**/*.json*", "T/?/*", "**/*.json", "T/*/", "./T/k/**/*",
+    "T/b/../ab/*.json"])
+def test_without_links_a_glob_matches_what_pythons_glob_matches(tmp_path, monkeypatch, pattern):
+    # the glob is walked by recstore's own matcher (so links are never followed): same answer as
+    # Python's glob on a tree without links, hidden names and `**` included, each file once
+    _lay_out(tmp_path / "T", _TREE)
+    monkeypatch.chdir(tmp_path)
+    expected = {str(Path(m).resolve()) for m in glob.glob(pattern, recursive=True)
+                if m.endswith((".json", ".jsonl", ".ndjson.gz")) and Path(m).is_file()}
+    try:
+        found = [source.uri for source in iter_sources([pattern])]
+    except InputError:
+        found = []
+    assert sorted(found) == sorted(expected)

@@ -1,5 +1,5 @@
 """The strictly typed layers type-check: mypy with pyproject's [tool.mypy] (canonical, records,
-compare) finds nothing, so recstore's ``py.typed`` promise is kept where it is checked."""
+compare, query) finds nothing, so recstore's ``py.typed`` promise is kept where it is checked."""
 
 from __future__ import annotations
 

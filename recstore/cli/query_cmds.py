@@ -24,27 +24,19 @@ from recstore.cli.terminal import (
 )
 from recstore.errors import InputError
 from recstore.jsonout import dumps
-from recstore.query import (
-    FORMATS,
-    CompiledQuery,
-    QueryLimitError,
-    QueryLimits,
-    ResultStream,
-    cap_rows,
-    compile_query,
-    default_catalog,
-    list_saved,
-    output_format,
-    run_query,
-    write_result,
-)
-from recstore.query.dialects import DIALECTS
-from recstore.query.limits import QUERY_MAX_ROWS, QUERY_TIMEOUT
+from recstore.query import DIALECTS
+from recstore.query.limits import QUERY_MAX_ROWS, QUERY_TIMEOUT, QueryLimitError, QueryLimits
+from recstore.query.output import FORMATS
 from recstore.query.saved import resolve_saved
-from recstore.query.views import Catalog, catalog_from_connection, schema_json, schema_text
 
 if TYPE_CHECKING:
+    from recstore.query import CompiledQuery, ResultStream
+    from recstore.query.views import Catalog
     from recstore.store import Store
+
+# Only what --help shows is imported here (no duckdb, sqlglot or pyarrow): each command imports
+# the query steps it takes when it runs, and a plain SQL query never loads the DSL, the other
+# engines' dialects or, for text output of plain columns, pyarrow (docs/DESIGN.md, query).
 
 # After a timeout or Ctrl-C, seconds a statement may ignore the interrupt before the process
 # exits (one huge scalar call such as repeat() checks only when it returns).
@@ -55,6 +47,8 @@ _resolve_saved = resolve_saved
 
 
 def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> CompiledQuery:
+    from recstore.query.api import compile_query
+
     text, bound, language = _resolve_saved(text, params)
     return compile_query(text, catalog, bound, language=language)
 
@@ -114,7 +108,11 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
       recstore query @slowest-runs --engine spark --parquet export/
     """
     fmt = "json" if as_json else fmt
-    fmt = output_format(output, fmt) if output is not None else fmt or "table"
+    if output is not None:
+        from recstore.query.output import output_format
+
+        fmt = output_format(output, fmt)
+    fmt = fmt or "table"
     values = dict(name_values(params, "--param"))
     if explain or dialect:
         compiled = _compile(text, values, None)
@@ -126,7 +124,9 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
         if not parquet:
             raise InputError("spark needs --parquet DIR (written by `recstore export DIR`)",
                              source="--engine")
+        from recstore.query.limits import cap_rows
         from recstore.query.spark import run_on_spark, spark_failures
+        from recstore.query.views import default_catalog
 
         with spark_failures():
             result = cap_rows(run_on_spark(_compile(text, values, default_catalog()), parquet,
@@ -135,9 +135,11 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
         if output is not None:
             wrote(output, quiet=quiet)
         return
+    from recstore.query.api import run_query
+
     text, bound, language = _resolve_saved(text, values)
     with run_query(existing_store(ctx, lock_timeout), text, bound, language=language,
-                   limits=limits) as result:
+                   limits=limits, arrow=fmt == "parquet") as result:
         _write(result, columns, fmt, output, vertical, width, limits.max_rows)
     if output is not None:
         wrote(output, quiet=quiet)
@@ -147,6 +149,8 @@ def _write(result: ResultStream, columns: list[str] | None, fmt: str, output: st
            vertical: bool, width: int | None, max_rows: int | None) -> None:
     """Write the result (only ``columns``, when given) in ``fmt``, a table fitted to the width
     `table_width` picks; a result cut at --max-rows is an error after its rows are written."""
+    from recstore.query.output import write_result
+
     write_result(result.select(columns) if columns else result, fmt, output,
                  vertical=vertical or None,
                  width=table_width(width, sys.stdout if output is None else None))
@@ -157,6 +161,8 @@ def _write(result: ResultStream, columns: list[str] | None, fmt: str, output: st
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 def queries_cmd(as_json: bool) -> None:
     """List the saved queries (run one with `recstore query @NAME`)."""
+    from recstore.query.saved import list_saved
+
     saved = list_saved()
     if as_json:
         click.echo(dumps([
@@ -178,6 +184,13 @@ def queries_cmd(as_json: bool) -> None:
 @click.pass_context
 def schema_cmd(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
     """Print the queryable views with column types and descriptions."""
+    from recstore.query.views import (
+        catalog_from_connection,
+        default_catalog,
+        schema_json,
+        schema_text,
+    )
+
     if Path(ctx.obj["db"]).exists():
         with existing_store(ctx, lock_timeout).reader() as con:
             catalog = catalog_from_connection(con)

@@ -9,9 +9,11 @@ import json
 import shutil
 import sys
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 
+from recstore import records  # its names load when `show` analyses a record
 from recstore.cli import cli
 from recstore.cli.existing_store import READ_WAIT, WRITE_WAIT, lock_timeout_option
 from recstore.cli.terminal import (
@@ -26,11 +28,11 @@ from recstore.cli.terminal import (
 from recstore.errors import InputError
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES
 from recstore.jsonout import dumps
-from recstore.query.dsl import parse_timestamp
-from recstore.records import analyze
 from recstore.records.render import render_analysis
-from recstore.store import Store
-from recstore.store.ingest import DEFAULT_BATCH_SIZE
+from recstore.store.chain import DEFAULT_BATCH_SIZE
+
+if TYPE_CHECKING:
+    from recstore.store import Store
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 # At most this many reject reasons are echoed; `recstore rejects` lists them all.
@@ -40,6 +42,8 @@ _SHOWN_REJECTS = 20
 def _store(ctx: click.Context, lock_timeout: float) -> Store:
     if ctx.obj.get("served_store") is not None:  # run by `recstore serve` for another shell
         return ctx.obj["served_store"]
+    from recstore.store import Store  # when a command runs: `--help` opens no store
+
     return Store(ctx.obj["db"], lock_timeout=lock_timeout)
 
 
@@ -212,6 +216,8 @@ def _since(text: str | None) -> datetime | None:
     if text is None:
         return None
     try:
+        from recstore.query.dsl import parse_timestamp
+
         return parse_timestamp(text)
     except ValueError:
         raise InputError(f"expected an ISO time or -7d, got {text!r}", source="--since") from None
@@ -300,7 +306,7 @@ def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool, wid
         return
     row = store.run_row(run) if revision is None else {}
     width = table_width(width, sys.stdout)
-    text = _show_lead(record, row, width) + "\n" + render_analysis(analyze(record), width)
+    text = _show_lead(record, row, width) + "\n" + render_analysis(records.analyze(record), width)
     terminal = shutil.get_terminal_size()
     if not no_pager and sys.stdout.isatty() and text.count("\n") >= terminal.lines - 1:
         click.echo_via_pager(text)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 import errno
-import glob
+import fnmatch
 import gzip
 import hashlib
 import io
@@ -26,7 +26,7 @@ import re
 import stat
 import sys
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -279,19 +279,67 @@ def _walk_problem(path: Path) -> str | None:
     return None
 
 
+def _walk(top: Path, enter: Callable[[tuple[str, ...]], bool],
+          keep: Callable[[tuple[str, ...]], bool]) -> list[tuple[Path, str | None]]:
+    """The files under ``top`` whose path below it ``keep`` accepts, each with the reason it
+    must not be read (or None), then the folders that could not be read.
+
+    The one walk behind directory and glob arguments. A link to a folder is never entered (a
+    ``..`` or ``.`` link would list the same files again, or forever); ``top`` itself may be a
+    link, as when it is named. A link to a file is listed like the file (see ``_walk_problem``).
+    ``enter`` prunes the folders no match can lie in."""
+    unreadable: list[tuple[Path, str | None]] = []
+    found: list[Path] = []
+    for root, dirs, files in os.walk(top, onerror=lambda exc: unreadable.append(
+            (Path(exc.filename), f"skipped: cannot read the folder: {_os_reason(exc)}"))):
+        below = Path(root).relative_to(top).parts  # followlinks=False: links stay in dirs
+        dirs[:] = [d for d in dirs if enter((*below, d))]
+        found += [Path(root) / f for f in files
+                  if _classify(Path(f)) is not None and keep((*below, f))]
+    return [(f, _walk_problem(f)) for f in sorted(found)] + unreadable
+
+
+def _glob(pattern: str) -> list[tuple[Path, str | None]]:
+    """The files a glob matches, found by :func:`_walk` from its literal leading folder.
+
+    Python's glob semantics (``*`` and ``?`` within one name, ``**`` any number of folders,
+    names starting with ``.`` matched only by a part that starts with ``.``), except that no
+    link to a folder below the leading folder is followed, as for a directory argument."""
+    if pattern.endswith(("/", os.sep)):
+        return []  # `D/*/` matches folders only
+    parts = Path(pattern).parts
+    split = next(i for i, part in enumerate(parts) if _GLOB_CHARS.search(part))
+    top, rest = Path(*parts[:split]) if split else Path("."), parts[split:]
+    if not top.is_dir():
+        return []
+    return _walk(top, lambda below: _glob_match(rest, below, partial=True),
+                 lambda below: _glob_match(rest, below, partial=False))
+
+
+def _glob_match(pats: tuple[str, ...], names: tuple[str, ...], *, partial: bool) -> bool:
+    """Whether ``names`` (the parts of a path) match ``pats`` (a glob's parts); ``partial``: a
+    folder that a longer path matching ``pats`` could start with."""
+    if not pats:
+        return not names
+    if not names:
+        return partial
+    if pats[0] == "**":
+        for absorbed in range(len(names) + 1):
+            if _glob_match(pats[1:], names[absorbed:], partial=partial):
+                return True
+            if absorbed < len(names) and names[absorbed].startswith("."):
+                return False  # ``**`` never crosses a hidden name
+        return partial  # ``**`` took every folder and may take more below
+    hidden_ok = pats[0].startswith(".") or not names[0].startswith(".")
+    return (hidden_ok and fnmatch.fnmatchcase(names[0], pats[0])
+            and _glob_match(pats[1:], names[1:], partial=partial))
+
+
 def _expand(arg: str) -> list[tuple[Path, str | None]]:
     """The files an argument names, each with the reason it must not be read (or None)."""
     path = Path(arg)
     if path.is_dir():
-        unreadable: list[tuple[Path, str | None]] = []
-        found = [
-            Path(root) / f
-            for root, _dirs, files in os.walk(path, onerror=lambda exc: unreadable.append(
-                (Path(exc.filename), f"skipped: cannot read the folder: {_os_reason(exc)}")))
-            for f in files
-            if _classify(Path(f)) is not None
-        ]
-        return [(f, _walk_problem(f)) for f in sorted(found)] + unreadable
+        return _walk(path, lambda below: True, lambda below: True)
     if path.exists():
         if _classify(path) is None:
             raise InputError(
@@ -303,9 +351,7 @@ def _expand(arg: str) -> list[tuple[Path, str | None]]:
         problem = _walk_problem(path) or "a symbolic link whose target does not exist"
         raise InputError(problem.removeprefix("skipped: "), source=arg)
     if _GLOB_CHARS.search(arg):
-        matches = [Path(m) for m in sorted(glob.glob(arg, recursive=True))]
-        files = [(m, _walk_problem(m)) for m in matches if _classify(m) is not None
-                 and not m.is_dir()]
+        files = _glob(arg)
         if not files:
             raise InputError("the pattern matches no .json/.jsonl/.ndjson files", source=arg)
         return files
@@ -319,12 +365,15 @@ def iter_sources(
 
     All paths are checked before the first source is yielded, so a typo fails fast. Files a
     walk finds that must not be opened (dangling or looping links, FIFOs, devices) become
-    sources that yield one error each, so they are kept as rejects and the rest is read.
+    sources that yield one error each, so they are kept as rejects and the rest is read. A
+    directory or glob never follows a link to a folder below it; a link to a file is read, and
+    each file once, however many paths reach it.
 
     Raises:
         InputError: a path does not exist, matches nothing, or has an unsupported extension.
     """
     plan: list[SourceFile] = []
+    planned: set[str] = set()  # each file is read once, by the path it resolves to
     for arg in paths:
         if arg == STDIN:
             plan.append(
@@ -334,6 +383,9 @@ def iter_sources(
         for path, problem in _expand(arg):
             fmt, compression = _classify(path) or ("ndjson", None)
             uri = str(path.absolute()) if problem else str(path.resolve())
+            if uri in planned:  # a link to a file already listed, or a path named twice
+                continue
+            planned.add(uri)
             plan.append(
                 SourceFile(uri, path, fmt, compression, max_record_bytes=max_record_bytes,
                            problem=problem)

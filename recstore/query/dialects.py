@@ -14,10 +14,11 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from recstore.errors import InputError
+from recstore.query import DIALECTS as _DIALECTS
 from recstore.query.spark_json import spark_json
 from recstore.query.views import Catalog
 
-DIALECTS: tuple[str, ...] = ("duckdb", "spark", "trino", "postgres", "bigquery", "clickhouse")
+DIALECTS = _DIALECTS  # the engines :func:`to_dialect` prints for
 
 Rule = Callable[[exp.Expr, str, Catalog | None], exp.Expr]
 

@@ -102,7 +102,7 @@ def _duckdb_parse(sql: str) -> dict[str, Any]:
     # The text is a bound string, parsed by json_serialize_sql and never run.
     with _parser_lock:
         (text,) = _parser().execute("SELECT json_serialize_sql(?)", [sql]).fetchone() or ("",)
-    tree = json.loads(text)
+    tree: dict[str, Any] = json.loads(text)
     if tree.get("error"):
         raise QueryRefused(f"DuckDB cannot parse the query: {tree.get('error_message', '')}")
     return tree

@@ -1,8 +1,11 @@
 """Write query results: a table for people, or json, ndjson, csv and parquet for programs.
 
-Results arrive as a stream of Arrow record batches (:class:`ResultStream`) and every writer
-consumes them one batch at a time, so memory stays bounded by the batch size whatever the row
-count. The table writer (:mod:`recstore.query.table`) sizes its columns from the first rows only, then
+Results arrive as a stream of batches (:class:`ResultStream`) and every writer consumes them
+one batch at a time, so memory stays bounded by the batch size whatever the row count. The
+batches are Arrow record batches, or, for a caller that only writes text and a result whose
+column types DuckDB and Arrow turn into the same Python values (:func:`plain_type`),
+:class:`RowBatch` es of DuckDB's own rows, so that such a query never imports pyarrow. The
+table writer (:mod:`recstore.query.table`) sizes its columns from the first rows only, then
 keeps those widths.
 """
 
@@ -10,21 +13,23 @@ from __future__ import annotations
 
 import base64
 import csv
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from recstore.errors import InputError
 from recstore.files import write_output
 from recstore.formats.jsontext import loads_json
 from recstore.jsonout import dumps_compact
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 FORMATS: tuple[str, ...] = ("table", "json", "ndjson", "csv", "parquet")
 #: The format an output file's extension names (``-o items.csv`` writes CSV).
@@ -32,15 +37,51 @@ EXTENSIONS: dict[str, str] = {".csv": "csv", ".json": "json", ".ndjson": "ndjson
                               ".jsonl": "ndjson", ".parquet": "parquet", ".txt": "table"}
 BATCH_ROWS = 10_000
 
+# DuckDB types whose Python values are the same read through DuckDB or through Arrow (checked in
+# tests/test_startup_imports.py), and which of them a table aligns right. Dates and timestamps are
+# not: one Python cannot hold reads as different text each way (see _python_values).
+_NUMERIC_TYPES = frozenset("TINYINT SMALLINT INTEGER BIGINT UTINYINT USMALLINT UINTEGER UBIGINT "
+                           "FLOAT DOUBLE".split())
+_PLAIN_TYPES = _NUMERIC_TYPES | {"BOOLEAN", "VARCHAR", "JSON", "BLOB", '"NULL"'}
+_DECIMAL = re.compile(r"DECIMAL\(\d+,\d+\)")
+
+
+def plain_type(name: str) -> bool:
+    """Whether values of the DuckDB type ``name`` (as a relation prints it) come out of DuckDB's
+    rows exactly as out of Arrow's: booleans, numbers (not HUGEINT), text, JSON, blobs, and
+    lists of those."""
+    if name.endswith("[]"):
+        return plain_type(name[:-2])
+    return name in _PLAIN_TYPES or bool(_DECIMAL.fullmatch(name))
+
+
+@dataclass(frozen=True)
+class RowBatch:
+    """Rows of a result as DuckDB's Python tuples: a stand-in for an Arrow record batch where
+    only text is written (see :func:`plain_type`)."""
+
+    rows: list[tuple[Any, ...]]
+
+    @property
+    def num_rows(self) -> int:  # noqa: D102 - as pyarrow's
+        return len(self.rows)
+
+    def slice(self, offset: int, length: int) -> RowBatch:  # noqa: D102 - as pyarrow's
+        return RowBatch(self.rows[offset:offset + length])
+
+    def select(self, picked: list[int]) -> RowBatch:  # noqa: D102 - as pyarrow's
+        return RowBatch([tuple(row[i] for i in picked) for row in self.rows])
+
 
 @dataclass
 class ResultStream:
     """Column names, their engine type names (``JSON`` columns are written as JSON values), and
-    the rows as Arrow record batches, consumed once."""
+    the rows as Arrow record batches (or :class:`RowBatch` es, when the caller asked for text
+    only: :func:`~recstore.query.api.execute`), consumed once."""
 
     columns: list[str]
     types: list[str]
-    batches: Iterator[pa.RecordBatch]
+    batches: Iterator[pa.RecordBatch | RowBatch]
     schema: pa.Schema | None = None
     truncated: bool = False  # rows were cut at a row cap (recstore.query.limits)
 
@@ -50,9 +91,12 @@ class ResultStream:
         if close is not None:
             close()
 
-    def rows(self) -> Iterator[tuple]:
+    def rows(self) -> Iterator[tuple[Any, ...]]:
         """Rows as tuples of Python values, one batch in memory at a time."""
         for batch in self.batches:
+            if isinstance(batch, RowBatch):
+                yield from batch.rows
+                continue
             columns = [_python_values(col) for col in batch.columns]
             yield from zip(*columns, strict=True)
 
@@ -67,12 +111,19 @@ class ResultStream:
                 raise InputError(f"no column {name!r}; the result has {', '.join(self.columns)}",
                                  source="--columns")
         picked = [self.columns.index(n) for n in names]
-        schema = pa.schema([self.schema.field(i) for i in picked]) if self.schema else None
+        if self.schema is None:
+            return ResultStream(list(names), [self.types[i] for i in picked],
+                                (batch.select(picked) for batch in self.batches))
+        import pyarrow as pa
+
+        schema = pa.schema([self.schema.field(i) for i in picked])
         return ResultStream(list(names), [self.types[i] for i in picked],
                             (batch.select(picked) for batch in self.batches), schema)
 
     def arrow(self) -> pa.Table:
         """Every remaining row as one Arrow table (like DuckDB's ``relation.arrow()``)."""
+        import pyarrow as pa
+
         schema = self.schema or pa.schema([(c, pa.string()) for c in self.columns])
         return pa.Table.from_batches(list(self.batches), schema=schema)
 
@@ -87,14 +138,17 @@ class ResultStream:
         return polars.from_arrow(self.arrow())
 
 
-def _python_values(column: pa.Array) -> list:
+def _python_values(column: pa.Array) -> list[Any]:
     """A column as Python values; one Python cannot hold (a timestamp in year 10000 or 0,
     which DuckDB and Arrow can) comes as Arrow's text of it, so one stored value cannot break
     printing."""
+    import pyarrow as pa
+
     try:
-        return column.to_pylist()
+        values: list[Any] = column.to_pylist()
     except (OverflowError, ValueError):
-        return column.cast(pa.string()).to_pylist()
+        values = column.cast(pa.string()).to_pylist()
+    return values
 
 
 def _require(module: str) -> Any:
@@ -184,8 +238,8 @@ def _json_rows(result: ResultStream) -> Iterator[str]:
             yield dumps_compact(_row_object(result.columns, row, json_columns, loads_json))
 
 
-def _row_object(columns: list[str], row: tuple, json_columns: set[int],
-                json_value: Callable[[str], Any]) -> dict:
+def _row_object(columns: list[str], row: tuple[Any, ...], json_columns: set[int],
+                json_value: Callable[[str], Any]) -> dict[str, Any]:
     """``row`` as an object; the text of JSON columns goes through ``json_value``."""
     return {name: json_value(value) if i in json_columns and isinstance(value, str) else value
             for i, (name, value) in enumerate(zip(columns, row, strict=True))}
@@ -205,10 +259,20 @@ def _write_table(result: ResultStream, out: IO[str], width: int | None,
                  vertical: bool | None = None) -> int:
     from recstore.query.table import write_table
 
-    numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
-               for t in (result.schema.types if result.schema else [])]
+    numeric = _numeric_columns(result)
     return write_table(result.columns, ([_text(v) for v in row] for row in result.rows()), out,
                        width=width, numeric=numeric, vertical=vertical)
+
+
+def _numeric_columns(result: ResultStream) -> list[bool]:
+    """Which columns hold numbers (a table aligns them right): by the Arrow types, or by the
+    DuckDB types of a result in rows."""
+    if result.schema is None:
+        return [t in _NUMERIC_TYPES or bool(_DECIMAL.fullmatch(t)) for t in result.types]
+    import pyarrow as pa
+
+    return [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+            for t in result.schema.types]
 
 
 def _text(value: Any) -> str:
@@ -236,10 +300,15 @@ def _write_parquet(result: ResultStream, path: Path) -> int:
 
 
 def _write_parquet_to(result: ResultStream, sink: IO[bytes]) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     writer: pq.ParquetWriter | None = None
     count = 0
     try:
         for batch in result.batches:
+            if isinstance(batch, RowBatch):  # a caller's mistake, not the user's input
+                raise TypeError("Parquet needs Arrow batches: open the result with arrow=True")
             if writer is None:
                 writer = pq.ParquetWriter(sink, batch.schema, compression="zstd")
             writer.write_batch(batch)
@@ -255,5 +324,5 @@ def _write_parquet_to(result: ResultStream, sink: IO[bytes]) -> int:
 
 _WRITERS = {"json": _write_json, "ndjson": _write_ndjson, "csv": _write_csv}
 
-__all__ = ["FORMATS", "EXTENSIONS", "BATCH_ROWS", "ResultStream", "output_format",
-           "write_result"]
+__all__ = ["FORMATS", "EXTENSIONS", "BATCH_ROWS", "ResultStream", "RowBatch", "output_format",
+           "plain_type", "write_result"]

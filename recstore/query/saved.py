@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from recstore.errors import InputError, NotFoundError
-from recstore.query.dsl import parse_timestamp
 from recstore.resources import resource_dir
 
 PARAM_TYPES = ("text", "int", "number", "timestamp", "bool")
@@ -82,6 +81,8 @@ def convert(raw: str, param: Param, now: datetime | None = None) -> Any:
                 raise ValueError
             return raw.lower() in ("true", "1", "yes")
         if param.type == "timestamp":
+            from recstore.query.dsl import parse_timestamp  # the DSL, only for a time
+
             return parse_timestamp(raw, now)
         return raw
     except ValueError:

@@ -13,10 +13,12 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recstore.jsonout import dumps, escape_surrogates
-from recstore.records.structure import RecordAnalysis, ToolCallJoin
+
+if TYPE_CHECKING:
+    from recstore.records.structure import RecordAnalysis, ToolCallJoin
 
 __all__ = ["clip", "printable", "render_analysis", "render_comparison", "visible"]
 
