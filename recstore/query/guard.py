@@ -17,7 +17,8 @@ from collections.abc import Iterator
 import duckdb
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import OptimizeError, ParseError
+from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.errors import OptimizeError, ParseError, SqlglotError, TokenError
 from sqlglot.optimizer.qualify import qualify
 
 from recstore.errors import InputError, QueryRefused
@@ -44,6 +45,14 @@ _FORBIDDEN_FUNCTION = re.compile(
     re.VERBOSE,
 )
 
+# The JSON path parts sqlglot's DuckDB printer writes (with the root and subscripts that hold them).
+_JSON_PATH_PARTS = frozenset(DuckDB.generator_class.SUPPORTED_JSON_PATH_PARTS)
+_JSON_PATH_PART_NAMES = {
+    "JSONPathRecursive": "recursive descent (..)", "JSONPathSlice": "a slice ([a:b])",
+    "JSONPathSelector": "a filter ([?(...)])", "JSONPathFilter": "a filter ([?(...)])",
+    "JSONPathScript": "a script ([(...)])", "JSONPathUnion": "a union ([a,b])",
+}
+
 _SQL_FIRST_WORDS = frozenset(
     """select with from values table pivot unpivot drop insert update delete create alter copy
     attach detach pragma set reset install load call export import vacuum checkpoint describe
@@ -65,6 +74,8 @@ def parse_single_query(sql: str) -> exp.Query:
     try:
         with _CommandFallbackAsError():
             statements = [s for s in sqlglot.parse(sql, read="duckdb") if s is not None]
+    except TokenError as exc:
+        raise QueryRefused(f"could not read SQL: {_token_problem(exc)}") from None
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
@@ -75,6 +86,15 @@ def parse_single_query(sql: str) -> exp.Query:
     if not isinstance(tree, exp.Query):
         raise QueryRefused(f"only queries may run, not {_kind(tree)}")
     return tree
+
+
+def _token_problem(exc: TokenError) -> str:
+    """What sqlglot's tokenizer stopped at, in one line: an unclosed quote names its quote
+    character, anything else quotes the text around where it stopped."""
+    missing = re.match(r"Missing (\S+) from", str(exc.__cause__ or ""))
+    if missing:
+        return f"a {missing.group(1)} quote is never closed (a string, quoted name or $$ block)"
+    return f"stopped near {str(exc).removeprefix('Error tokenizing ')}".replace("\n", "\\n")
 
 
 def check_nodes(tree: exp.Expression) -> None:
@@ -90,6 +110,18 @@ def check_functions(tree: exp.Expression) -> None:
         name = function_name(node)
         if _FORBIDDEN_FUNCTION.match(name):
             raise QueryRefused(f"function {name}() is not allowed in a query")
+
+
+def check_json_paths(tree: exp.Expression) -> None:
+    """Every JSON path uses only the parts DuckDB's SQL printer writes back (keys, ``[N]``,
+    ``[*]``): sqlglot parses more (``$..x``, ``[1:2]``, ``[?(...)]``, ``[0,1]``), then fails to
+    print some and silently drops others, so the query that ran would not be the one asked."""
+    for path in tree.find_all(exp.JSONPath):
+        for part in path.find_all(exp.JSONPathPart):
+            if type(part) not in _JSON_PATH_PARTS:
+                what = _JSON_PATH_PART_NAMES.get(type(part).__name__, type(part).__name__)
+                raise QueryRefused(f"JSON path {path.sql()} uses {what}, which is not supported "
+                                   "(use keys, [N] and [*])")
 
 
 def check_tables(tree: exp.Expression, catalog: Catalog) -> None:
@@ -166,6 +198,7 @@ def guard_sql(sql: str, catalog: Catalog) -> exp.Query:
     tree = parse_single_query(sql)
     check_nodes(tree)
     check_functions(tree)
+    check_json_paths(tree)
     check_tables(tree, catalog)
     check_columns(tree, catalog)
     return tree
@@ -181,6 +214,19 @@ def refuse_deep_nesting() -> Iterator[None]:
     except RecursionError:
         raise InputError("query too deeply nested (parentheses, subqueries or conditions); "
                          "flatten it, for example with CTEs") from None
+
+
+@contextlib.contextmanager
+def refuse_unprintable(dialect: str) -> Iterator[None]:
+    """Turn sqlglot's failure to print a parsed construct in ``dialect`` (a ``ValueError``
+    such as "Unsupported expression type X") into one clear error: the query cannot run as
+    checked, so it is refused rather than shown as a traceback."""
+    try:
+        yield
+    except (ValueError, SqlglotError) as exc:
+        raise QueryRefused(f"sqlglot cannot write this query as {dialect} SQL: "
+                           f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                           ) from None
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:

@@ -136,8 +136,7 @@ class LimitWatch:
             return QueryLimitError(
                 f"query stopped after its {self.limits.timeout:g}s time limit; narrow it, or "
                 "raise the limit (`timeout` SECONDS, 0 for none)")
-        return InputError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                          source="query")
+        return query_error(exc)
 
     def batches(self, reader: pa.RecordBatchReader, result: ResultStream
                 ) -> Iterator[pa.RecordBatch]:
@@ -166,6 +165,13 @@ class _Watched(Iterator["pa.RecordBatch"]):
     def close(self) -> None:
         self._reader.close()  # an unread stream holds the database open
         self._watch.close()
+
+
+def query_error(exc: BaseException, source: str = "query") -> InputError:
+    """DuckDB's error for a query (conversion, binder, out of range ...) as one line naming
+    ``source``: its first line, without the LINE/caret excerpt that follows."""
+    return InputError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                      source=source)
 
 
 def cap_rows(result: ResultStream, max_rows: int | None) -> ResultStream:
