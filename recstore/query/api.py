@@ -137,7 +137,7 @@ def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
 
     Raises:
         InputError: DuckDB refused the query; QueryLimitError: it ran past ``limits.timeout``
-            (also while its rows are read).
+            (also while its rows are fetched; the caller's time between batches is not counted).
     """
     cursor = con.cursor()
     watch = LimitWatch(cursor, limits or QueryLimits())
@@ -150,6 +150,7 @@ def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
     except BaseException:
         watch.close()
         raise
+    watch.pause()  # until the caller fetches a batch: its time before that is not the query's
     result = ResultStream(list(relation.columns), [str(t) for t in relation.types], iter(()),
                           reader.schema)
     result.batches = watch.batches(reader, result)
