@@ -1,7 +1,8 @@
 """Bad input that once ended in a traceback (issue 24 point 7 and its minor points), as data in
-tests/hostile/input-errors.txt, each case run through the real CLI in a subprocess: an unclosed
-quote, a relative time past the calendar, a JSON path sqlglot cannot write back, DuckDB's error
-while a selection runs, digits of other scripts. Each ends in one line naming the input, exit 2."""
+tests/hostile/input-errors.txt and sweep-selections.txt, each case run through the real CLI in a
+subprocess: an unclosed quote, a relative time past the calendar, a JSON path sqlglot cannot
+write back, DuckDB's error while a selection runs, digits of other scripts. Each ends in one
+line naming the input, exit 2."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from .hostile_cases import hostile_lines
 from .query_support import run_cli
 
 CASES = [line.rsplit(" | ", 1) for line in hostile_lines("input-errors.txt")]
+SWEEP_SELECTIONS = [line.rsplit(" | ", 1) for line in hostile_lines("sweep-selections.txt")]
 HUGE = "99999999999999999999999"  # past DuckDB's BIGINT
 
 
@@ -53,6 +55,17 @@ def test_bad_input_ends_in_one_line_and_exit_2(store, tmp_path, args, fragment):
     _assert_one_error(result, fragment)
     assert store.path.read_bytes() == before  # tag, replay and compare wrote nothing
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("query", "fragment"), SWEEP_SELECTIONS,
+                         ids=[query for query, _ in SWEEP_SELECTIONS])
+def test_a_sweep_selection_that_cannot_run_ends_in_one_line(store, tmp_path, query, fragment):
+    spec = tmp_path / "bad.toml"  # a JSON string is a TOML basic string
+    spec.write_text(f'name = "bad"\n[select]\nquery = {json.dumps(query, ensure_ascii=False)}\n'
+                    "[candidate]\nfrom_source = true\n", encoding="utf-8")
+    before = store.path.read_bytes()
+    _assert_one_error(run_cli("sweep", "run", str(spec), db=store.path), fragment)
+    assert store.path.read_bytes() == before
 
 
 @pytest.mark.parametrize("command", ["runs", "rejects"])
