@@ -1,11 +1,14 @@
-"""Start-up time of the CLI: wall time of ``recstore --version``, ``--help`` and ``query --help``
-over several runs, and what each imports (``python -X importtime``): the total import time and the
-modules that cost most, cumulatively.
+"""Start-up time of the CLI (issue 27.1): every read command beside a one-line Python duckdb
+script that runs the same SQL on the same store, and ``--version`` / ``--help`` beside
+``python -c pass``; then what each command imports (``python -X importtime``).
 
-The baseline measured in the same run is ``python -c pass`` (the interpreter alone); every wall
-time is printed with its ratio to it. The goal for ``--version`` and ``--help`` is under 0.3 s.
+Each pair runs interleaved (command, script, command, ...) so that load on the machine falls on
+both alike; the table prints medians of wall time and of CPU time (user + system of the child,
+less sensitive to other processes than wall time) and their ratios. The goal: every read
+command, and its --help, within 1.5x of the script; --version and --help under 0.3 s.
 
-Run: python benchmarks/bench_startup.py [--runs 10] [--top 12]
+Run: python benchmarks/bench_startup.py [--runs 9] [--top 12] [--db STORE]
+(without --db a store of 200 synth runs is built in a temporary directory).
 """
 
 from __future__ import annotations
@@ -15,28 +18,91 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 PYTHON = [sys.executable]
 RECSTORE = [sys.executable, "-m", "recstore"]
-CASES: list[tuple[str, list[str]]] = [
-    ("python -c pass (baseline)", [*PYTHON, "-c", "pass"]),
-    ("recstore --version", [*RECSTORE, "--version"]),
-    ("recstore --help", [*RECSTORE, "--help"]),
-    ("recstore query --help", [*RECSTORE, "query", "--help"]),
-]
+GOAL_RATIO = 1.5
 GOAL_SECONDS = 0.3
+_AGENTS = "SELECT agent, count(*) FROM runs GROUP BY ALL"
+_DSL = "status = 'completed' order by started desc limit 20"
+_RUNS = ("SELECT run_key, revision, status, agent, model, started_text, item_count, "
+         "tool_call_count, request_count FROM runs ORDER BY last_seq DESC LIMIT 20")
 
 
-def wall_times(command: list[str], runs: int) -> list[float]:
-    """Seconds per run of ``command`` (output discarded; a failure stops the benchmark)."""
-    times = []
+def script(db: Path, sql: str) -> list[str]:
+    """The one-line duckdb script: open ``db`` read-only, run ``sql``, print its rows."""
+    code = (f"import duckdb; print(duckdb.connect({str(db)!r}, read_only=True)"
+            f".sql({sql!r}).fetchall())")
+    return [*PYTHON, "-c", code]
+
+
+def read_cases(db: Path, run: str) -> list[tuple[str, list[str], str]]:
+    """(label, recstore argv, the SQL the script runs) for each read command and --help."""
+    cases = [
+        ('query "SELECT 1"', ["query", "SELECT 1"], "SELECT 1"),
+        ("query SQL (agents)", ["query", _AGENTS], _AGENTS),
+        ("query DSL", ["query", _DSL],
+         "SELECT * FROM runs WHERE status = 'completed' ORDER BY started DESC LIMIT 20"),
+        ("runs", ["runs"], _RUNS),
+        ("show RUN", ["show", run, "--no-pager"],
+         f"SELECT * FROM runs WHERE run_key = '{run}'"),
+        ("schema", ["schema"], "SELECT * FROM duckdb_columns()"),
+        ("rejects", ["rejects"], "SELECT * FROM rejects ORDER BY reject_id LIMIT 100"),
+        ("lineage RUN", ["lineage", run], "SELECT * FROM lineage"),
+    ]
+    helps = [(f"{name} --help", [name, "--help"], "SELECT 1")
+             for name in ("query", "runs", "show", "schema", "rejects", "lineage")]
+    return [(label, [*RECSTORE, "--db", str(db), *argv], sql) for label, argv, sql in
+            cases + helps]
+
+
+def timed(command: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child) of one run of ``command`` (which must succeed)."""
+    before = os.times()
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system
+                                                          - before.children_system)
+    return wall, cpu
+
+
+def side_by_side(command: list[str], reference: list[str], runs: int
+                 ) -> tuple[float, float, float, float]:
+    """Median wall and CPU seconds of ``command`` and of ``reference``, run alternately."""
+    own: list[tuple[float, float]] = []
+    ref: list[tuple[float, float]] = []
     for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        times.append(time.perf_counter() - start)
-    return times
+        own.append(timed(command))
+        ref.append(timed(reference))
+    return (statistics.median(w for w, _ in own), statistics.median(c for _, c in own),
+            statistics.median(w for w, _ in ref), statistics.median(c for _, c in ref))
+
+
+def report_reads(db: Path, run: str, runs: int) -> None:
+    print(f"read commands on {db} beside `python -c \"import duckdb; ...\"` running the same "
+          f"SQL, {runs} runs each (medians; goal: ratio <= {GOAL_RATIO})")
+    print(f"  {'command':22} {'wall':>8} {'script':>8} {'ratio':>6}   {'cpu':>8} {'script':>8} "
+          f"{'ratio':>6}")
+    for label, command, sql in read_cases(db, run):
+        wall, cpu, ref_wall, ref_cpu = side_by_side(command, script(db, sql), runs)
+        mark = "  ok" if wall / ref_wall <= GOAL_RATIO else ""
+        print(f"  {label:22} {wall * 1000:6.0f}ms {ref_wall * 1000:6.0f}ms "
+              f"{wall / ref_wall:5.2f}x   {cpu * 1000:6.0f}ms {ref_cpu * 1000:6.0f}ms "
+              f"{cpu / max(ref_cpu, 1e-3):5.2f}x{mark}")
+
+
+def report_light(runs: int) -> None:
+    print(f"\n--version and --help beside `python -c pass` (goal: under {GOAL_SECONDS} s)")
+    for label, argv in (("recstore --version", ["--version"]), ("recstore --help", ["--help"])):
+        wall, _, ref_wall, _ = side_by_side([*RECSTORE, *argv], [*PYTHON, "-c", "pass"], runs)
+        goal = "ok" if wall < GOAL_SECONDS else f"over the {GOAL_SECONDS} s goal"
+        print(f"  {label:22} {wall * 1000:6.0f}ms  (pass {ref_wall * 1000:.0f}ms, "
+              f"{wall / ref_wall:.2f}x)  {goal}")
 
 
 def import_times(command: list[str]) -> list[tuple[str, int, int]]:
@@ -52,41 +118,46 @@ def import_times(command: list[str]) -> list[tuple[str, int, int]]:
     return rows
 
 
-def report_wall(runs: int) -> None:
-    print(f"wall time, {runs} runs each: median, min, ratio of medians to the baseline")
-    baseline = None
-    for label, command in CASES:
-        times = wall_times(command, runs)
-        median = statistics.median(times)
-        baseline = baseline or median
-        goal = "" if "recstore" not in label or "query" in label else (
-            "  ok" if median < GOAL_SECONDS else f"  over the {GOAL_SECONDS} s goal")
-        print(f"  {label:28} {median * 1000:8.1f} ms {min(times) * 1000:8.1f} ms "
-              f"{median / baseline:7.2f}x{goal}")
-
-
-def report_imports(top: int) -> None:
-    print("\nimports (python -X importtime): total self time, then the costliest by cumulative")
-    for label, command in CASES:
+def report_imports(db: Path, run: str, top: int) -> None:
+    print("\nimports (python -X importtime): modules, total self time, the costliest "
+          "top-level imports by cumulative time")
+    for label, command, _ in read_cases(db, run)[:8]:
         rows = import_times(command)
         total_ms = sum(self_us for _, self_us, _ in rows) / 1000
-        print(f"  {label}: {len(rows)} modules, {total_ms:.1f} ms")
-        if "recstore" not in label:
-            continue
-        for name, _, cumulative_us in sorted(rows, key=lambda r: -r[2])[:top]:
+        print(f"  {label}: {len(rows)} modules, {total_ms:.0f} ms")
+        roots = [r for r in rows if not r[0].startswith(" ")]
+        for name, _, cumulative_us in sorted(roots, key=lambda r: -r[2])[:top]:
             print(f"      {cumulative_us / 1000:8.1f} ms  {name}")
+
+
+def build_store(folder: Path) -> Path:
+    """A store of 200 synth runs in ``folder``."""
+    db = folder / "bench-startup.duckdb"
+    code = ("import sys; from recstore.store import Store; from recstore.synth import "
+            "generate_corpus; Store(sys.argv[1]).ingest_records(list(generate_corpus(200, "
+            "seed=3)), source_uri='synth')")
+    subprocess.run([*PYTHON, "-c", code, str(db)], check=True)
+    return db
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=10, help="Runs per command for wall time.")
-    parser.add_argument("--top", type=int, default=12, help="Modules listed per command.")
+    parser.add_argument("--runs", type=int, default=9, help="Runs per command (and script).")
+    parser.add_argument("--top", type=int, default=8, help="Imports listed per command.")
+    parser.add_argument("--db", type=Path, help="An existing store (default: build one).")
     args = parser.parse_args()
     # Run from the repository root so `-m recstore` finds this checkout even without an install.
     os.chdir(Path(__file__).resolve().parents[1])
-    wall_times(CASES[1][1], 2)  # warm the file cache and bytecode before measuring
-    report_wall(args.runs)
-    report_imports(args.top)
+    with tempfile.TemporaryDirectory() as folder:
+        db = args.db.resolve() if args.db else build_store(Path(folder))
+        run = subprocess.run([*RECSTORE, "--db", str(db), "query", "--format", "csv",
+                              "SELECT run_key FROM runs ORDER BY run_key LIMIT 1"],
+                             check=True, capture_output=True, text=True).stdout.split()[1]
+        timed(script(db, "SELECT 1"))  # warm the file cache and bytecode before measuring
+        timed([*RECSTORE, "--db", str(db), "query", "SELECT 1"])
+        report_reads(db, run, args.runs)
+        report_light(args.runs)
+        report_imports(db, run, args.top)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from recstore.lazy import lazy_exports
 
 # Where each public name lives. They load on first use: `import recstore` (which the CLI's
 # `--help` and `--version` pay for) must not import duckdb, pyarrow, sqlglot or pydantic.
@@ -58,14 +59,4 @@ __all__ = [  # noqa: F822 - the names resolve through __getattr__
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module the first time the name is used."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'recstore' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports("recstore", _EXPORTS, globals())

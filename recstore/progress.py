@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-__all__ = ["NO_PROGRESS", "Progress"]
+__all__ = ["NO_PROGRESS", "Progress", "start_phase"]
 
 
 @runtime_checkable
@@ -34,3 +34,12 @@ class _NoProgress:
 
 #: A :class:`Progress` that ignores every update (the default everywhere).
 NO_PROGRESS: Progress = _NoProgress()
+
+
+def start_phase(progress: Progress, label: str) -> None:
+    """Tell ``progress`` that a new stage of the work begins (counted in other units), when it
+    can hear it: an object with a ``phase(label)`` method restarts its count, rate and time
+    left there, so that one stage's pace does not predict another's."""
+    phase = getattr(progress, "phase", None)
+    if callable(phase):
+        phase(label)

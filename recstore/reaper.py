@@ -33,8 +33,17 @@ class _Stop(Exception):
     """SIGTERM arrived: stop the command and everything it started."""
 
 
+_armed = True  # whether a SIGTERM still interrupts: once only, and only inside main's try
+
+
 def _stop(signum: int, frame: object) -> None:
-    raise _Stop
+    # recstore may send SIGTERM while PR_SET_PDEATHSIG sends another: a second one raised
+    # while the first is handled, or one arriving after the command ended, would end this
+    # process before it kills what the command left running.
+    global _armed
+    if _armed:
+        _armed = False
+        raise _Stop
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -122,6 +131,11 @@ def _wait_for(main: int) -> str:
             return _status(code)
 
 
+def _disarm() -> None:
+    global _armed
+    _armed = False
+
+
 def main(argv: list[str]) -> int:
     status_fd, parent = int(argv[1]), int(argv[2])
     command = argv[4:]
@@ -140,6 +154,7 @@ def main(argv: list[str]) -> int:
             for fd in (0, 1, 2):  # the command's pipes: only its own processes hold them now
                 os.dup2(null, fd)
             status = _wait_for(child)
+        _disarm()
     except _Stop:
         pass
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # nothing may interrupt the clean-up

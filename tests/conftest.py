@@ -13,6 +13,14 @@ from typing import Any
 
 import pytest
 
+# pytest imports GNU readline early (_pytest.capture), and readline writes COLUMNS and LINES
+# (80x24 without a terminal) into the process's C environment, not os.environ: every CLI run in
+# a subprocess would inherit them and fit a piped table to 80 columns. A test that wants a width
+# sets COLUMNS or --width itself.
+for _name in ("COLUMNS", "LINES"):
+    if _name not in os.environ:
+        os.unsetenv(_name)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = (REPO_ROOT / "tests" / "fixtures").resolve()  # the store records resolved source paths
 AIOC_FIXTURES = FIXTURES / "aioc"
@@ -47,6 +55,16 @@ def run_cli(db: Path | str, *args: str, cwd: Path | str | None = None,
     return subprocess.run([sys.executable, "-m", "recstore", "--db", str(db), *args],
                           capture_output=True, text=True, cwd=cwd or REPO_ROOT, timeout=600,
                           env=env)
+
+
+def imported_modules(*args: str) -> set[str]:
+    """Every module ``python -X importtime -m recstore ARGS`` imports."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "recstore", *args],
+                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("import time:")]
+    assert lines, "no -X importtime output"
+    return {line.rsplit("|", 1)[1].strip() for line in lines[1:]}  # [0] is the header
 
 
 def from_source_sweep(folder: Path, name: str, query: str, select_extra: str = "") -> Path:

@@ -163,3 +163,58 @@ def test_debug_shows_the_traceback(tmp_path):
     bad.write_text("[]", encoding="utf-8")
     proc = run_cli("--debug", "inspect", str(bad))
     assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def _diff_lines(stdout: str) -> tuple[str, str]:
+    """The `- left` and `+ right` lines of the first difference in a pair compare."""
+    lines = stdout.splitlines()
+    left = next(i for i, line in enumerate(lines) if line.startswith("    - "))
+    return lines[left], lines[left + 1]
+
+
+@pytest.mark.parametrize("left, right", [
+    ("All done.", "All done. "),            # trailing space
+    ("All done.", " All done."),            # leading space
+    ("All\tdone.", "All    done."),         # tab against spaces
+    ("All\u00a0done.", "All done."),        # NBSP against a space
+    ("All done.\r\n", "All done.\n"),       # CR
+    ("All done.", "All done.\u200b"),       # a zero-width space
+])
+def test_pair_compare_shows_differences_a_terminal_would_hide(tmp_path, left, right):
+    """A difference in whitespace alone is visible on the `-`/`+` lines, and one difference
+    is "1 difference" (issue 27 point 7)."""
+    record = json.loads((AIOC_FIXTURES / "tool-allow.json").read_text())
+    paths = []
+    for name, response in (("a", left), ("b", right)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({**record, "response": response}), encoding="utf-8")
+        paths.append(str(path))
+    proc = run_cli("compare", *paths, "--include", "response")
+    assert proc.returncode == 1, proc.stderr
+    assert "different (1 difference)" in proc.stdout
+    minus, plus = _diff_lines(proc.stdout)
+    shown_left, shown_right = minus[len("    - "):], plus[len("    + "):]
+    # They differ in what a terminal shows: not only in trailing blanks or in characters
+    # that print as blank or as nothing.
+    assert shown_left.rstrip() != shown_right.rstrip()
+    assert not any(char in shown_left + shown_right for char in "\t\r\u00a0\u200b")
+
+
+def test_pair_compare_shows_where_long_values_differ_and_full_prints_them_whole(tmp_path):
+    """Two 2,000-character responses that differ near the end: the cut preview shows the
+    differing part; --full prints both values whole (issue 27 point 7)."""
+    record = json.loads((AIOC_FIXTURES / "tool-allow.json").read_text())
+    body = "lorem ipsum " * 160
+    paths = []
+    for name, tail in (("a", "the answer is 41"), ("b", "the answer is 42")):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({**record, "response": body + tail}), encoding="utf-8")
+        paths.append(str(path))
+    proc = run_cli("compare", *paths, "--include", "response")
+    minus, plus = _diff_lines(proc.stdout)
+    assert "answer is 41" in minus and "answer is 42" in plus
+    assert len(minus) < 100 and minus[len("    - "):].startswith("…")
+    proc = run_cli("compare", *paths, "--include", "response", "--full")
+    minus, plus = _diff_lines(proc.stdout)
+    assert minus == "    - " + json.dumps(body + "the answer is 41")
+    assert plus == "    + " + json.dumps(body + "the answer is 42")

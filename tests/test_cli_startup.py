@@ -15,20 +15,10 @@ import recstore
 import recstore.cli
 from recstore.cli import COMMANDS, cli
 
-from .conftest import AIOC_FIXTURES, AIOC_RECORD_NAMES, REPO_ROOT
+from .conftest import AIOC_FIXTURES, AIOC_RECORD_NAMES, REPO_ROOT, imported_modules
 
 # Libraries that cost tens to hundreds of milliseconds to import; no start-up path needs them.
 HEAVY = {"duckdb", "pyarrow", "sqlglot", "pydantic", "orjson", "yaml", "croniter", "pyspark"}
-
-
-def imported_modules(*args: str) -> set[str]:
-    """Every module ``python -X importtime -m recstore ARGS`` imports."""
-    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "recstore", *args],
-                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
-    assert result.returncode == 0, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.startswith("import time:")]
-    assert lines, "no -X importtime output"
-    return {line.rsplit("|", 1)[1].strip() for line in lines[1:]}  # [0] is the header
 
 
 def python_output(code: str) -> str:

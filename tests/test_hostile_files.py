@@ -161,7 +161,8 @@ def test_an_output_to_a_fifo_or_dev_null_is_written_in_place(store, tmp_path):
                      db=store.path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[:2] == ["x", "1"]
-    assert run_cli("query", "SELECT 1", "-o", "/dev/null", db=store.path).returncode == 0
+    assert run_cli("query", "SELECT 1", "--format", "table", "-o", "/dev/null",
+                   db=store.path).returncode == 0
     assert Path("/dev/null").is_char_device()
 
 

@@ -63,7 +63,7 @@ def test_csv_has_header_and_text_cells(fixture_store):
     assert json.loads(rows[1][4]) == json.loads(expected[0][4])
 
 
-def test_table_keeps_keys_whole_wraps_long_cells_and_counts_rows(fixture_store):
+def test_table_keeps_keys_whole_cuts_long_cells_and_counts_rows(fixture_store):
     text = _write(fixture_store, "table")
     header, rule, *body, footer = text.splitlines()
     assert header.split() == ["run_key", "status", "duration_ms", "started", "metadata"]
@@ -72,7 +72,8 @@ def test_table_keeps_keys_whole_wraps_long_cells_and_counts_rows(fixture_store):
     assert footer == f"({len(expected)} rows)"
     starts = [line.split()[0] for line in body if line[:1] not in (" ", "")]
     assert starts == [row[0] for row in expected]  # every run key whole, at a row's start
-    assert len(body) > len(expected), "long metadata values wrap onto more lines"
+    assert len(body) == len(expected), "one line per row, long metadata cut, not wrapped"
+    assert all(line.endswith("…") for line in body)
     assert all(len(line) <= len(rule) for line in body)
 
 

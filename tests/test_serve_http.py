@@ -6,12 +6,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.hostile_cases import hostile_lines
 from tests.serve_support import demo_store, served
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -108,6 +110,18 @@ def test_query_guard_limits_and_downloads(server):
     saved = get(url, "/api/queries").json()
     assert any(q["name"] == "slowest-runs" for q in saved)
     assert get(url, "/api/query", params={"q": "@slowest-runs"}).json()["rows"]
+
+
+def test_the_console_refuses_calls_outside_the_function_allow_list(server):
+    """The SQL console shares `recstore query`'s guard: each catalogue, file or session call of
+    tests/hostile/catalog-functions.txt is refused with the function named (issue 24.6)."""
+    url, _, _ = server
+    for text in hostile_lines("catalog-functions.txt"):
+        refused = get(url, "/api/query", params={"q": text})
+        assert refused.status_code == 400, text
+        error = refused.json()["error"]
+        named = re.match(r"query refused: function (\S+)\(\) is not allowed in a query: ", error)
+        assert named and named.group(1) in text.lower() and "\n" not in error, (text, error)
 
 
 def test_compare_comparisons_pair(server):

@@ -92,3 +92,27 @@ def test_build_never_replaces_a_folder_it_did_not_write(spark, spark_inputs, tmp
     assert (theirs / "runs" / "notes.txt").read_text() == "mine"
     with pytest.raises(InputError, match="`overwrite`"):
         build_views(spark, edge, str(spark_built.build))
+
+
+def test_cli_build_keeps_spark_logging_off_the_terminal_and_counts_records(spark, spark_inputs,
+                                                                           tmp_path):
+    """`recstore spark build` in a subprocess of its own (a JVM of its own): the JVM's log4j,
+    Hadoop and WARN lines go to the owner-only log file, not stderr; progress counts records
+    prepared (no time left: their total is unknown) and then views written, each phase on its
+    own clock (issue 27 point 8)."""
+    import os
+
+    env = {**os.environ, "TMPDIR": str(tmp_path), "RECSTORE_PROGRESS_SECONDS": "0"}
+    result = run_cli(tmp_path / "unused.duckdb", "spark", "build",
+                     str(spark_inputs / "1-baseline.ndjson.gz"), str(tmp_path / "out"), env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    noise = [line for line in lines if "WARN" in line or "log4j" in line or "Spark" in line]
+    assert not noise, noise
+    prepared = [line for line in lines if line.startswith("prepare records: ")]
+    written = [line for line in lines if line.startswith("write views: ")]
+    assert prepared and written, lines
+    assert not any("left" in line for line in prepared)
+    assert written[-1].startswith("write views: 27 of 27") or "of 27 (100%)" in written[-1]
+    log = tmp_path / f"recstore-spark-{os.getuid()}.log"
+    assert "log4j" in log.read_text() and stat.S_IMODE(log.stat().st_mode) == 0o600

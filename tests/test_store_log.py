@@ -310,9 +310,12 @@ def test_tag_and_retag_through_the_cli_make_the_compare_flow_work(tmp_path):
     assert json.loads(again.stdout)["tagged"] == 6
     tagged = _cli(db, "tag", "metadata.caseId = 'case-00001'", "set=v2", "team=x", "--json")
     assert tagged.returncode == 0, tagged.stderr
-    assert json.loads(tagged.stdout) == {"selected": 1, "tagged": 1}
+    assert json.loads(tagged.stdout) == {"selected": 1, "tagged": 1, "changes": [
+        {"key": "set", "from": "v1", "to": "v2", "runs": 1},
+        {"key": "team", "from": None, "to": "x", "runs": 1}]}
     removed = _cli(db, "tag", "tag.team = 'x'", "--remove", "team")
-    assert removed.returncode == 0 and "tagged 1 of 1" in removed.stdout
+    assert removed.returncode == 0
+    assert "tagged 1 of 1 selected runs: team x -> (removed)" in removed.stderr
     counts = _cli(db, "query", "SELECT tags->>'$.set' AS s, count(*) AS n FROM runs "
                   "GROUP BY 1 ORDER BY 1", "--format", "csv")
     assert counts.stdout.split() == ["s,n", "v1,5", "v2,1"]
@@ -320,6 +323,26 @@ def test_tag_and_retag_through_the_cli_make_the_compare_flow_work(tmp_path):
     nothing = _cli(db, "tag", "tag.set = 'nope'", "a=b")
     assert nothing.returncode == 2 and "selects no runs" in nothing.stderr
     assert "Traceback" not in nothing.stderr
+
+
+def test_tag_says_which_values_it_replaced(tmp_path):
+    """Issue 27.10: the README's `recstore tag ... set=v1` overwrote other sets' tags silently."""
+    db = tmp_path / "s.duckdb"
+    records = _records(6)
+    assert _cli(db, "ingest", str(_write_ndjson(tmp_path / "a.ndjson", records[:4])),
+                "--tag", "set=baseline").returncode == 0
+    assert _cli(db, "ingest", str(_write_ndjson(tmp_path / "b.ndjson", records[4:]))).returncode == 0
+    one_way = _cli(db, "tag", "tag.set = 'baseline' and metadata.caseId = 'case-00001'", "set=v1")
+    assert one_way.returncode == 0, one_way.stderr
+    assert one_way.stderr.strip() == "tagged 1 of 1 selected runs: set baseline -> v1"
+    several = _cli(db, "tag", "status = 'completed' or status = 'failed'", "set=v1", "--json")
+    assert json.loads(several.stdout) == {"selected": 6, "tagged": 5, "changes": [
+        {"key": "set", "from": "baseline", "to": "v1", "runs": 3},
+        {"key": "set", "from": None, "to": "v1", "runs": 2}]}
+    mixed = _cli(db, "tag", "tag.set = 'v1'", "set=v2", "owner=ci")
+    assert mixed.stderr.strip() == "tagged 6 of 6 selected runs: owner (new) -> ci; set v1 -> v2"
+    again = _cli(db, "tag", "tag.set = 'v2'", "set=v2")
+    assert again.stderr.strip() == "tagged 0 of 6 selected runs (their tags were already so)"
 
 
 def test_rejects_listing_limits_since_and_summary(tmp_path):

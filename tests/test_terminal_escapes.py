@@ -1,6 +1,7 @@
 """Stored strings never act on a terminal or a report (issue 12 point 9): `runs`, `show` and
-`query`'s table escape control and direction characters, while --json and csv keep them exact,
-and the HTML report shows them as text. The cases are data: tests/data/hostile-strings.txt."""
+`query`'s table escape control and direction characters — in column names (a query's aliases,
+issue 24) as in values — while --json and csv keep them exact, and the HTML report shows them as
+text. The cases are data: tests/data/hostile-strings.txt."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from recstore.store import Store
 
 from .browser import dom, needs_chromium, text_of
 from .conftest import AIOC_FIXTURES
+from .test_cli_output import on_a_terminal
 
 DATA = Path(__file__).parent / "data" / "hostile-strings.txt"
 CASES = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()
@@ -27,6 +29,12 @@ CASES = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitline
 # What a terminal could act on (a newline ends a line; everything else must arrive escaped).
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f"
                          "\u2028\u2029]")
+ALIASES = [text for text in CASES if "\0" not in text]  # an argument cannot carry a NUL
+# Every case as a column name; two rows, so the table is drawn across (one row would not fit
+# a 100-column terminal and print vertically).
+ALIASED = "SELECT " + ", ".join(
+    f'{i} AS "{text.replace(chr(34), chr(34) * 2)}"' for i, text in enumerate(ALIASES))
+ALIASED = f"{ALIASED} UNION ALL {ALIASED}"
 
 
 def recstore(db: Path, *args: str) -> str:
@@ -71,6 +79,20 @@ def outputs(store) -> dict[str, str]:
 def test_human_output_carries_no_raw_control_characters(outputs, command):
     found = RAW_CONTROL.findall(outputs[command])
     assert found == [], f"{command} printed {found[:5]!r}"
+
+
+@pytest.mark.parametrize("form", ["table", "vertical"])
+def test_column_names_reach_a_terminal_escaped(store, form):
+    """A query's column aliases are its author's text: a terminal gets them escaped, as values."""
+    args = ("--vertical",) if form == "vertical" else ()
+    shown = on_a_terminal(store, "query", ALIASED, *args, stdout=True).replace("\r\n", "\n")
+    assert shown.endswith("(2 rows)\n"), shown
+    assert RAW_CONTROL.findall(shown) == [], shown
+    names = [printable(text) for text in ALIASES]
+    if form == "vertical":
+        assert all(name in shown for name in names)
+    else:  # the header starts with the first name; those that do not fit are named below
+        assert shown.startswith(names[0] + "  ") and "columns (" in shown
 
 
 @pytest.mark.parametrize("text", CASES)

@@ -10,6 +10,7 @@ command runs (:data:`COMMANDS` says where each lives), and turns
 from __future__ import annotations
 
 import importlib.abc
+import importlib.util
 import re
 import sys
 
@@ -77,7 +78,7 @@ def answer_pyarrow_pandas_probe() -> None:
     """
     if "pandas" in sys.modules:
         return
-    import pyarrow as pa  # every command but `inspect` needs it anyway (the store's staging)
+    import pyarrow as pa  # loaded already: see answer_the_probe_when_pyarrow_loads
 
     sys.meta_path.insert(0, _NO_PANDAS)
     try:
@@ -98,12 +99,56 @@ class _NoPandas(importlib.abc.MetaPathFinder):
 _NO_PANDAS = _NoPandas()
 
 
+def answer_the_probe_when_pyarrow_loads() -> None:
+    """:func:`answer_pyarrow_pandas_probe` as soon as something imports pyarrow (now, if it is
+    loaded): a command that never needs pyarrow (a query of plain columns, ``runs``, ``show``)
+    does not import it for the probe's sake."""
+    if "pyarrow" in sys.modules:
+        answer_pyarrow_pandas_probe()
+    elif _PROBE_ON_IMPORT not in sys.meta_path:
+        sys.meta_path.insert(0, _PROBE_ON_IMPORT)
+
+
+class _ProbeOnImport(importlib.abc.MetaPathFinder):
+    """Finds pyarrow as the other finders do, with a loader that answers the probe once
+    pyarrow has loaded; then leaves the import system."""
+
+    def find_spec(self, name, path, target=None):  # noqa: D102 - importlib hook
+        if name != "pyarrow":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenAnswer(spec.loader)
+        return spec
+
+
+class _ThenAnswer(importlib.abc.Loader):
+    """pyarrow's own loader, followed by the probe's answer."""
+
+    def __init__(self, loader: importlib.abc.Loader):
+        self._loader = loader
+
+    def create_module(self, spec):  # noqa: D102 - importlib hook
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:  # noqa: D102 - importlib hook
+        self._loader.exec_module(module)
+        answer_pyarrow_pandas_probe()
+
+    def __getattr__(self, name: str):  # resource readers and the like: the real loader's
+        return getattr(self._loader, name)
+
+
+_PROBE_ON_IMPORT = _ProbeOnImport()
+
+
 class _Command(click.Command):
-    """A command that answers pyarrow's pandas probe once its arguments are parsed (so
-    ``--help`` stays light)."""
+    """A command that answers pyarrow's pandas probe, should it load pyarrow, once its
+    arguments are parsed (so ``--help`` stays light)."""
 
     def invoke(self, ctx: click.Context):  # noqa: D102 - click hook
-        answer_pyarrow_pandas_probe()
+        answer_the_probe_when_pyarrow_loads()
         return super().invoke(ctx)
 
 

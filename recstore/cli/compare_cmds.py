@@ -16,7 +16,7 @@ from recstore.cli import cli
 from recstore.cli.existing_store import WRITE_WAIT, existing_store, lock_timeout_option
 from recstore.cli.record_cmds import compare_options, echo_comparison
 from recstore.cli.spark_cmds import conf_option, master_option, session
-from recstore.cli.terminal import CliProgress, quiet_option, say
+from recstore.cli.terminal import CliProgress, quiet_option, say, wrote
 from recstore.compare import (
     DEFAULT_MAX_UNPAIRED,
     DUPLICATE_RULES,
@@ -32,6 +32,7 @@ from recstore.errors import InputError
 from recstore.files import check_output_path, write_output, write_private_text
 from recstore.formats.aioc import load_record_file
 from recstore.jsonout import dumps
+from recstore.query import output_format
 from recstore.query.spark import spark_failures
 
 
@@ -117,9 +118,11 @@ def _spark_compare(parquet: str | None, master: str | None, conf: tuple[str, ...
     "--format",
     "fmt",
     type=click.Choice(["csv", "parquet"]),
-    help="Write the per-pair rows in this format to --output.",
+    help="Format of the per-pair rows in --output (default: the one FILE's extension names, "
+    ".csv or .parquet).",
 )
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="File for --format.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write one row per pair to FILE (csv or parquet, from its extension).")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write an HTML report.")
 @click.option(
     "--html-details",
@@ -174,6 +177,7 @@ def compare_cmd(
     max_unpaired: float,
     allow_empty: bool,
     as_json: bool,
+    full: bool,
     engine: str,
     parquet: str | None,
     master: str | None,
@@ -197,18 +201,21 @@ def compare_cmd(
     over the views a `recstore spark build` or `recstore export` wrote there, with the same
     results; it is not recorded (a layout is no store) and compares current revisions.
 
-    Pairs classify as fail when the candidate failed, warn when not equal, else pass
-    (aioc's rule); --fail-on/--warn-on take signals: statusChanged, toolsChanged,
-    policyChanged, finalOutputChanged, guardrailsChanged, outputsChanged, metadataChanged,
-    changed, candidateFailed, regressed. The semantic preset ignores policy.timestamp,
-    policy.callId, policy.expiresAt, guardrails.timestamp and metadata.
+    Pairs classify as fail when the candidate failed (newFailure), warn when not equal, else
+    pass (aioc's rule), except that a pair whose runs both failed with no difference (a
+    reproduced failure) is counted as still failing and passes the gate; --fail-on
+    candidateFailed fails every candidate failure. --fail-on/--warn-on take signals:
+    statusChanged, toolsChanged, policyChanged, finalOutputChanged, guardrailsChanged,
+    outputsChanged, metadataChanged, changed, candidateFailed, newFailure, stillFailing,
+    regressed. The semantic preset ignores policy.timestamp, policy.callId, policy.expiresAt,
+    guardrails.timestamp and metadata.
 
     \b
     Examples:
       recstore compare baseline.json candidate.json --exclude metadata
       recstore compare aioc:run-1 aioc:run-2 --preset semantic --json
       recstore compare --baseline "tag.set = 'v1'" --candidate "tag.set = 'v2'" \\
-          --pair-by metadata.caseId --html report.html --format csv -o pairs.csv
+          --pair-by metadata.caseId --html report.html -o pairs.csv
       recstore compare --engine spark --parquet views/ --baseline "model = 'm1'" \\
           --candidate "model = 'm2'" --pair-by metadata.caseId --html report.html
     """
@@ -216,8 +223,10 @@ def compare_cmd(
     if baseline is not None or candidate is not None:
         if runs or baseline is None or candidate is None:
             raise InputError("bulk compare needs both --baseline and --candidate, and no A B")
-        if (fmt is None) != (output is None):
-            raise InputError("--format and --output go together")
+        if fmt is not None and output is None:
+            raise InputError("--format needs --output FILE")
+        if output is not None:
+            fmt = output_format(output, fmt, allowed=("csv", "parquet"))
         for target in (output, html_path):
             if target:
                 check_output_path(target)  # refused before a comparison is recorded
@@ -235,11 +244,13 @@ def compare_cmd(
                 with CliProgress("compare: reduce runs", quiet=quiet) as progress:
                     comparison = bulk_compare(store, baseline, candidate, record=not no_record,
                                               progress=progress, **options)
-            if fmt:
+            if output:
                 _write_pairs(comparison, fmt, output)
+                wrote(output, quiet=quiet)
             if html_path:
                 write_private_text(html_path,
                                    render_html(comparison, store, detail_limit=html_details))
+                wrote(html_path, quiet=quiet)
         if as_json:
             click.echo(dumps(comparison.to_dict()))
         else:
@@ -271,4 +282,4 @@ def compare_cmd(
             include_sections=include_sections,
             exclude_sections=exclude,
         )
-    ctx.exit(echo_comparison(result, as_json, a, b))
+    ctx.exit(echo_comparison(result, as_json, a, b, full))

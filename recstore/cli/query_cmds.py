@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,30 +17,26 @@ from recstore.cli.terminal import (
     name_values,
     quiet_option,
     say,
+    table_width,
     vertical_option,
+    width_option,
+    wrote,
 )
 from recstore.errors import InputError
 from recstore.jsonout import dumps
-from recstore.query import (
-    FORMATS,
-    CompiledQuery,
-    QueryLimitError,
-    QueryLimits,
-    ResultStream,
-    cap_rows,
-    compile_query,
-    default_catalog,
-    list_saved,
-    run_query,
-    write_result,
-)
-from recstore.query.dialects import DIALECTS
-from recstore.query.limits import QUERY_MAX_ROWS, QUERY_TIMEOUT
+from recstore.query import DIALECTS
+from recstore.query.limits import QUERY_MAX_ROWS, QUERY_TIMEOUT, QueryLimitError, QueryLimits
+from recstore.query.output import FORMATS
 from recstore.query.saved import resolve_saved
-from recstore.query.views import Catalog, catalog_from_connection, schema_json, schema_text
 
 if TYPE_CHECKING:
+    from recstore.query import CompiledQuery, ResultStream
+    from recstore.query.views import Catalog
     from recstore.store import Store
+
+# Only what --help shows is imported here (no duckdb, sqlglot or pyarrow): each command imports
+# the query steps it takes when it runs, and a plain SQL query never loads the DSL, the other
+# engines' dialects or, for text output of plain columns, pyarrow (docs/DESIGN.md, query).
 
 # After a timeout or Ctrl-C, seconds a statement may ignore the interrupt before the process
 # exits (one huge scalar call such as repeat() checks only when it returns).
@@ -50,6 +47,8 @@ _resolve_saved = resolve_saved
 
 
 def _compile(text: str, params: dict[str, str], catalog: Catalog | None) -> CompiledQuery:
+    from recstore.query.api import compile_query
+
     text, bound, language = _resolve_saved(text, params)
     return compile_query(text, catalog, bound, language=language)
 
@@ -74,9 +73,13 @@ def _check_complete(result: ResultStream, max_rows: int | None, output: str | No
               help="Exported Parquet directory for --engine spark (see `recstore export`).")
 @master_option
 @conf_option
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS),
+              help="Output format. Default: table, or with --output the one FILE's extension "
+              "names (.csv, .json, .ndjson/.jsonl, .parquet, .txt for a table); another "
+              "name needs --format.")
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to FILE.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write to FILE (its extension picks the format).")
 @click.option("--timeout", type=click.FloatRange(min=0), default=QUERY_TIMEOUT, show_default=True,
               metavar="SECONDS", help="Stop a query that runs longer, with an error (0: no "
               "limit; the store engine only). Ctrl-C stops a query too.")
@@ -84,25 +87,32 @@ def _check_complete(result: ResultStream, max_rows: int | None, output: str | No
               metavar="N", help="Stop after this many rows, with an error (0: no limit).")
 @columns_option
 @vertical_option
+@width_option
+@quiet_option
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
 def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: bool,
               dialect: str | None, engine: str, parquet: str | None, master: str | None,
-              conf: tuple[str, ...], fmt: str, as_json: bool, output: str | None, timeout: float,
-              max_rows: int, columns: list[str] | None, vertical: bool,
-              lock_timeout: float) -> None:
+              conf: tuple[str, ...], fmt: str | None, as_json: bool, output: str | None,
+              timeout: float, max_rows: int, columns: list[str] | None, vertical: bool,
+              width: int | None, quiet: bool, lock_timeout: float) -> None:
     """Run read-only SQL or a filter-DSL query (or @saved-name) over the store's views.
 
     \b
     Examples:
       recstore query "status = 'failed' and started > -7d order by started desc limit 20"
       recstore query "tool_calls.any(name = 'refund' and args.amount > 100)" --format ndjson
-      recstore query "SELECT agent, count(*) FROM runs GROUP BY ALL"
+      recstore query "SELECT agent, count(*) FROM runs GROUP BY ALL" -o agents.csv
       recstore query @failed-runs-by-error --param since=-30d
       recstore query "visits.count() >= 3" --dialect spark
       recstore query @slowest-runs --engine spark --parquet export/
     """
     fmt = "json" if as_json else fmt
+    if output is not None:
+        from recstore.query.output import output_format
+
+        fmt = output_format(output, fmt)
+    fmt = fmt or "table"
     values = dict(name_values(params, "--param"))
     if explain or dialect:
         compiled = _compile(text, values, None)
@@ -114,25 +124,36 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
         if not parquet:
             raise InputError("spark needs --parquet DIR (written by `recstore export DIR`)",
                              source="--engine")
+        from recstore.query.limits import cap_rows
         from recstore.query.spark import run_on_spark, spark_failures
+        from recstore.query.views import default_catalog
 
         with spark_failures():
             result = cap_rows(run_on_spark(_compile(text, values, default_catalog()), parquet,
                                            spark=session(master, conf)), limits.max_rows)
-            _write(result, columns, fmt, output, vertical, limits.max_rows)
+            _write(result, columns, fmt, output, vertical, width, limits.max_rows)
+        if output is not None:
+            wrote(output, quiet=quiet)
         return
+    from recstore.query.api import run_query
+
     text, bound, language = _resolve_saved(text, values)
     with run_query(existing_store(ctx, lock_timeout), text, bound, language=language,
-                   limits=limits) as result:
-        _write(result, columns, fmt, output, vertical, limits.max_rows)
+                   limits=limits, arrow=fmt == "parquet") as result:
+        _write(result, columns, fmt, output, vertical, width, limits.max_rows)
+    if output is not None:
+        wrote(output, quiet=quiet)
 
 
 def _write(result: ResultStream, columns: list[str] | None, fmt: str, output: str | None,
-           vertical: bool, max_rows: int | None) -> None:
-    """Write the result (only ``columns``, when given); a result cut at --max-rows is an error
-    after its rows are written."""
+           vertical: bool, width: int | None, max_rows: int | None) -> None:
+    """Write the result (only ``columns``, when given) in ``fmt``, a table fitted to the width
+    `table_width` picks; a result cut at --max-rows is an error after its rows are written."""
+    from recstore.query.output import write_result
+
     write_result(result.select(columns) if columns else result, fmt, output,
-                 vertical=vertical or None)
+                 vertical=vertical or None,
+                 width=table_width(width, sys.stdout if output is None else None))
     _check_complete(result, max_rows, output)
 
 
@@ -140,6 +161,8 @@ def _write(result: ResultStream, columns: list[str] | None, fmt: str, output: st
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 def queries_cmd(as_json: bool) -> None:
     """List the saved queries (run one with `recstore query @NAME`)."""
+    from recstore.query.saved import list_saved
+
     saved = list_saved()
     if as_json:
         click.echo(dumps([
@@ -161,6 +184,13 @@ def queries_cmd(as_json: bool) -> None:
 @click.pass_context
 def schema_cmd(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
     """Print the queryable views with column types and descriptions."""
+    from recstore.query.views import (
+        catalog_from_connection,
+        default_catalog,
+        schema_json,
+        schema_text,
+    )
+
     if Path(ctx.obj["db"]).exists():
         with existing_store(ctx, lock_timeout).reader() as con:
             catalog = catalog_from_connection(con)
@@ -202,7 +232,8 @@ def export_cmd(ctx: click.Context, target: str | None, overwrite: bool, otlp_dir
       recstore export --otlp traces/ "status = 'failed'" --content full
     """
     if otlp_dir is not None:
-        _export_otlp(existing_store(ctx, lock_timeout), otlp_dir, target, content, as_json)
+        _export_otlp(existing_store(ctx, lock_timeout), otlp_dir, target, content, as_json,
+                     quiet)
         return
     if target is None:
         raise InputError("give the DIRECTORY to write Parquet to (or --otlp DIR)",
@@ -215,15 +246,16 @@ def export_cmd(ctx: click.Context, target: str | None, overwrite: bool, otlp_dir
     if as_json:
         click.echo(dumps({"directory": str(summary.directory), "rows": summary.rows,
                           "partitioned": summary.partitioned}))
-        return
-    for name, rows in summary.rows.items():
-        layout = "by day" if name in summary.partitioned else "single file"
-        say(f"{name:<22} {rows:>10} rows  {layout}")
-    say(f"exported {len(summary.rows)} views to {summary.directory}")
+    else:
+        for name, rows in summary.rows.items():
+            layout = "by day" if name in summary.partitioned else "single file"
+            say(f"{name:<22} {rows:>10} rows  {layout}")
+        say(f"exported {len(summary.rows)} views to {summary.directory}")
+    wrote(summary.directory, quiet=quiet)
 
 
 def _export_otlp(store: Store, directory: str, dsl_filter: str | None, content: str,
-                  as_json: bool) -> None:
+                 as_json: bool, quiet: bool) -> None:
     from recstore.query import select_run_keys
     from recstore.store.otlp_io import export_otlp
 
@@ -232,6 +264,7 @@ def _export_otlp(store: Store, directory: str, dsl_filter: str | None, content: 
     if as_json:
         click.echo(dumps({"directory": str(result.directory), "content": result.content,
                           "files": {k: str(p) for k, p in result.files.items()}}))
-        return
-    say(f"exported {len(result.files)} runs as OTLP/JSON traces to {result.directory} "
-        f"(content: {result.content})")
+    else:
+        say(f"exported {len(result.files)} runs as OTLP/JSON traces to {result.directory} "
+            f"(content: {result.content})")
+    wrote(result.directory, quiet=quiet)

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
 from collections.abc import Callable
 
 import click
@@ -32,12 +34,22 @@ def inspect_record(file: str, as_json: bool) -> None:
       recstore inspect run.json --json
     """
     analysis = analyze(load_record_file(file))
-    click.echo(dumps(analysis.to_dict()) if as_json else render_analysis(analysis))
+    if as_json:
+        click.echo(dumps(analysis.to_dict()))
+        return
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    click.echo(render_analysis(analysis, width))
 
 
 def compare_options(command: Callable) -> Callable:
-    """``--json``, ``--include`` and ``--exclude`` as every compare command spells them."""
+    """``--json``, ``--full``, ``--include`` and ``--exclude`` as every compare command spells
+    them."""
     sections = click.Choice(SECTIONS)
+    command = click.option(
+        "--full", is_flag=True,
+        help="Print each difference's two values whole (by default long ones are cut to a "
+             "window around where they differ).",
+    )(command)
     command = click.option(
         "--exclude", "exclude", multiple=True, type=sections, help="Skip this section (repeatable)."
     )(command)
@@ -53,7 +65,9 @@ def compare_options(command: Callable) -> Callable:
     )
 
 
-def echo_comparison(result: dict, as_json: bool, left_name: str, right_name: str) -> int:
+def echo_comparison(result: dict, as_json: bool, left_name: str, right_name: str,
+                    full: bool = False) -> int:
     """Print one aioc comparison result; return the exit status (0 equal, 1 different)."""
-    click.echo(dumps(result) if as_json else render_comparison(result, left_name, right_name))
+    click.echo(dumps(result) if as_json
+               else render_comparison(result, left_name, right_name, full=full))
     return 0 if result["equal"] else 1

@@ -199,7 +199,7 @@ def lineage_cmd(ctx, run, limit, as_json, lock_timeout):
     Each run's subtree is shown once: a run met again is marked as a cycle (a link back to an
     ancestor) or as shown above, and the output stops after --limit runs.
     """
-    from recstore.replay.lineage import lineage_tree, render_tree
+    from recstore.replay.tree import lineage_tree, render_tree
 
     tree = lineage_tree(existing_store(ctx, lock_timeout), run, limit=limit)
     if as_json:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from recstore.cli import cli
-from recstore.cli.terminal import CliProgress, name_values, quiet_option, say
+from recstore.cli.terminal import CliProgress, name_values, quiet_option, say, wrote
 from recstore.errors import InputError
 from recstore.jsonout import dumps
 
@@ -24,10 +24,14 @@ conf_option = click.option(
 
 
 def session(master: str | None, conf: tuple[str, ...]) -> Any:
-    """The Spark session ``--master`` and ``--conf`` ask for."""
-    from recstore.query.spark import spark_session
+    """The Spark session ``--master`` and ``--conf`` ask for. The JVM's own log lines go to a
+    file (:func:`~recstore.query.spark.jvm_log_path`), and to the terminal with ``--debug``."""
+    from recstore.query.spark import jvm_log_path, spark_session
 
-    return spark_session(master, tuple(name_values(conf, "--conf", "KEY")))
+    ctx = click.get_current_context(silent=True)
+    debug = bool(ctx and ctx.find_root().obj and ctx.find_root().obj.get("debug"))
+    return spark_session(master, tuple(name_values(conf, "--conf", "KEY")),
+                         None if debug else jvm_log_path())
 
 
 def _check_local_inputs(inputs: tuple[str, ...]) -> None:
@@ -74,11 +78,12 @@ def build_cmd(ctx: click.Context, inputs: tuple[str, ...], directory: str, maste
     from recstore.spark.build import build_views, output_location
 
     _check_local_inputs(inputs)
-    with spark_failures(), CliProgress("build views", quiet=quiet) as progress:
+    with spark_failures(), CliProgress("spark build", quiet=quiet) as progress:
         summary = build_views(session(master, conf), list(inputs), output_location(directory),
                               progress, overwrite=overwrite)
     if as_json:
         click.echo(dumps(asdict(summary)))
     else:
         say(summary.line())
+    wrote(summary.directory, quiet=quiet)
     ctx.exit(summary.exit_code)  # 1 when a line was rejected, as ingest

@@ -9,20 +9,30 @@ import json
 import shutil
 import sys
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 
+from recstore import records  # its names load when `show` analyses a record
 from recstore.cli import cli
 from recstore.cli.existing_store import READ_WAIT, WRITE_WAIT, lock_timeout_option
-from recstore.cli.terminal import CliProgress, columns_option, quiet_option, say, vertical_option
+from recstore.cli.terminal import (
+    CliProgress,
+    columns_option,
+    quiet_option,
+    say,
+    table_width,
+    vertical_option,
+    width_option,
+)
 from recstore.errors import InputError
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES
 from recstore.jsonout import dumps
-from recstore.query.dsl import parse_timestamp
-from recstore.records import analyze
 from recstore.records.render import render_analysis
-from recstore.store import Store
-from recstore.store.ingest import DEFAULT_BATCH_SIZE
+from recstore.store.chain import DEFAULT_BATCH_SIZE
+
+if TYPE_CHECKING:
+    from recstore.store import Store
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 # At most this many reject reasons are echoed; `recstore rejects` lists them all.
@@ -32,6 +42,8 @@ _SHOWN_REJECTS = 20
 def _store(ctx: click.Context, lock_timeout: float) -> Store:
     if ctx.obj.get("served_store") is not None:  # run by `recstore serve` for another shell
         return ctx.obj["served_store"]
+    from recstore.store import Store  # when a command runs: `--help` opens no store
+
     return Store(ctx.obj["db"], lock_timeout=lock_timeout)
 
 
@@ -204,6 +216,8 @@ def _since(text: str | None) -> datetime | None:
     if text is None:
         return None
     try:
+        from recstore.query.dsl import parse_timestamp
+
         return parse_timestamp(text)
     except ValueError as exc:
         raise InputError(str(exc), source="--since") from None
@@ -223,7 +237,8 @@ def tag(
     """Set or remove tags on the runs SELECTION picks (a DSL filter or SQL, as compare takes).
 
     Tags are events in each run's stream: `verify` checks them and `rebuild` folds them. Runs
-    whose tags would not change get none.
+    whose tags would not change get none. Setting a key replaces the value a run has: stderr
+    says what changed (`tagged 500 of 500 selected runs: set baseline -> v1`), --json too.
 
     \b
     Examples:
@@ -239,20 +254,40 @@ def tag(
     if not keys:
         raise InputError("selects no runs", source=selection)
     summary = store.tag(keys, _parse_tags(tags), remove=remove)
+    changes = summary.to_list()
     if as_json:
-        click.echo(dumps({"selected": len(keys), "tagged": summary.tagged}))
-    else:
-        say(f"tagged {summary.tagged} of {len(keys)} selected runs")
+        click.echo(dumps({"selected": len(keys), "tagged": summary.tagged, "changes": changes}))
+    else:  # what it overwrote, so `set=v1` never replaces another set's tag unnoticed
+        said = f": {_tag_changes(changes)}" if changes else " (their tags were already so)"
+        say(f"tagged {summary.tagged} of {len(keys)} selected runs{said}", err=True)
+
+
+def _tag_changes(changes: list[dict]) -> str:
+    """``set baseline -> v1; owner (new) -> ci``; with the runs per change when a key changed
+    in more than one way (``set baseline -> v1 (500), (new) -> v1 (7)``)."""
+    by_key: dict[str, list[dict]] = {}
+    for change in changes:
+        by_key.setdefault(change["key"], []).append(change)
+
+    def one(change: dict, counted: bool) -> str:
+        old = "(new)" if change["from"] is None else change["from"]
+        new = "(removed)" if change["to"] is None else change["to"]
+        return f"{old} -> {new}" + (f" ({change['runs']})" if counted else "")
+
+    return "; ".join(
+        f"{key} " + ", ".join(one(c, len(rows) > 1) for c in rows) for key, rows in by_key.items()
+    )
 
 
 @cli.command("show")
 @click.argument("run")
 @click.option("--revision", type=click.IntRange(min=1), help="An older revision of the run.")
 @click.option("--no-pager", is_flag=True, help="Print straight to the terminal, never page.")
+@width_option
 @_JSON
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
-def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
+def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool, width: int | None,
          as_json: bool, lock_timeout: float) -> None:
     """Show one stored run (run key, runId, or a unique prefix): question, response, error,
     duration and tags, then the `inspect` summary; with --json the stored record exactly as
@@ -270,7 +305,8 @@ def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
         click.echo(dumps(record))
         return
     row = store.run_row(run) if revision is None else {}
-    text = _show_lead(record, row) + "\n" + render_analysis(analyze(record))
+    width = table_width(width, sys.stdout)
+    text = _show_lead(record, row, width) + "\n" + render_analysis(records.analyze(record), width)
     terminal = shutil.get_terminal_size()
     if not no_pager and sys.stdout.isatty() and text.count("\n") >= terminal.lines - 1:
         click.echo_via_pager(text)
@@ -278,7 +314,7 @@ def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool,
         say(text)
 
 
-def _show_lead(record: dict, row: dict) -> str:
+def _show_lead(record: dict, row: dict, width: int | None) -> str:
     """What a person looks for first: question, response, error, duration and tags."""
     from recstore.query.table import write_fields
 
@@ -297,7 +333,6 @@ def _show_lead(record: dict, row: dict) -> str:
         ("started", str(record.get("startedAt") or "—")),
     ]
     out = io.StringIO()
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
     write_fields(fields, out, width=width)
     return out.getvalue()
 
@@ -320,14 +355,17 @@ _RUN_DEFAULT = ["run_key", "status", "agent", "model", "started", "tool_calls"]
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @columns_option
 @vertical_option
+@width_option
 @_JSON
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
 def runs(ctx: click.Context, limit: int, columns: list[str] | None, vertical: bool,
-         as_json: bool, lock_timeout: float) -> None:
+         width: int | None, as_json: bool, lock_timeout: float) -> None:
     """List the most recently stored runs.
 
-    Run keys stay whole; other columns wrap to the terminal. Columns: run_key, status, agent,
+    One line per run: run keys stay whole, long text is cut with '…', and columns that do
+    not fit the terminal (or --width, or $COLUMNS when piped) are named in a footer. Columns:
+    run_key, status, agent,
     model, started, tool_calls (the default), rev, items, requests.
 
     \b
@@ -348,7 +386,7 @@ def runs(ctx: click.Context, limit: int, columns: list[str] | None, vertical: bo
     out = click.get_text_stream("stdout")
     write_table(names, (["" if r[_RUN_COLUMNS[n]] is None else str(r[_RUN_COLUMNS[n]])
                          for n in names] for r in rows), out,
-                width=shutil.get_terminal_size().columns if out.isatty() else None,
+                width=table_width(width, out),
                 numeric=[n in ("rev", "items", "requests", "tool_calls") for n in names],
                 vertical=vertical or None)
 

@@ -13,7 +13,7 @@ from recstore.cli.existing_store import (
     existing_store,
     lock_timeout_option,
 )
-from recstore.cli.terminal import CliProgress, quiet_option, say
+from recstore.cli.terminal import CliProgress, quiet_option, say, wrote
 from recstore.errors import InputError
 from recstore.jsonout import dumps
 
@@ -187,9 +187,10 @@ def sweep_status_cmd(ctx: click.Context, name: str | None, as_json: bool,
 @click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False), default=".",
               show_default=True, help="Folder for sweep-<name>-<N>.json and .html.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report JSON to stdout instead.")
+@quiet_option
 @lock_timeout_option(READ_WAIT)
 @click.pass_context
-def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bool,
+def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bool, quiet: bool,
                      lock_timeout: float) -> None:
     """Write the JSON and self-contained HTML report of sweep run RUN: NAME#N (run N of sweep
     NAME), NAME (its latest run), or a store-wide sweep_run_id.
@@ -208,5 +209,5 @@ def sweep_report_cmd(ctx: click.Context, run_ref: str, out_dir: str, as_json: bo
         click.echo(dumps(sweep_report(store, run_id)))
         return
     json_path, html_path = write_report(store, run_id, out_dir)
-    click.echo(f"wrote {json_path}")
-    say(f"wrote {html_path}")
+    wrote(json_path, quiet=quiet)
+    wrote(html_path, quiet=quiet)

@@ -1,15 +1,17 @@
 """What the CLI shows people: the one progress display, handed to the library as its
 :class:`~recstore.progress.Progress` (a rich progress bar with totals and ETA on a terminal, a
 plain line every ``RECSTORE_PROGRESS_SECONDS`` (default 10) when stderr is not one, nothing with
-``--quiet``), the table options, and a pager for long text. rich is imported only when a bar is
-drawn."""
+``--quiet``), the ``wrote PATH`` line, the table options and the width tables fit. rich is
+imported only when a bar is drawn."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any
 
 import click
@@ -17,10 +19,12 @@ import click
 from recstore.errors import InputError
 
 __all__ = [
-    "CliProgress", "columns_option", "name_values", "quiet_option", "say", "vertical_option",
+    "CliProgress", "columns_option", "name_values", "quiet_option", "say", "table_width",
+    "vertical_option", "width_option", "wrote",
 ]
 
-quiet_option = click.option("--quiet", "-q", is_flag=True, help="Show no progress display.")
+quiet_option = click.option("--quiet", "-q", is_flag=True,
+                            help="Show no progress display and no 'wrote FILE' line.")
 columns_option = click.option(
     "--columns", metavar="A,B,...", callback=lambda _ctx, _param, v: [
         c.strip() for c in v.split(",") if c.strip()] if v else None,
@@ -28,6 +32,31 @@ columns_option = click.option(
 vertical_option = click.option(
     "--vertical", is_flag=True,
     help="One 'column  value' block per row (a single row that does not fit prints so anyway).")
+
+
+width_option = click.option(
+    "--width", type=click.IntRange(min=20), metavar="N",
+    help="Fit the table to N columns. Default: the terminal's width; piped or to a file, "
+    "$COLUMNS when set, else unlimited (long text cut at 48 cells).")
+
+
+def table_width(width: int | None, stream: IO[str] | None) -> int | None:
+    """The width a table fits: ``--width``, else the terminal's when ``stream`` is one, else
+    (a pipe, or a file: ``stream`` None) ``$COLUMNS`` when it is a positive number, else
+    ``None`` (no limit)."""
+    if width is not None:
+        return width
+    if stream is not None and stream.isatty():
+        return shutil.get_terminal_size().columns  # $COLUMNS first, as the shell's
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+
+
+def wrote(path: str | Path, *, quiet: bool = False) -> None:
+    """Tell people on stderr where a command wrote a file or folder (stdout stays the result);
+    nothing with ``--quiet``."""
+    if not quiet:
+        say(f"wrote {path}", err=True)
 
 
 def name_values(pairs: tuple[str, ...], option: str, name: str = "NAME") -> list[tuple[str, str]]:
@@ -125,6 +154,12 @@ class CliProgress:
         extra = self.detail() if self.detail else ""
         description = f"{self.label} ({extra})" if extra else self.label
         self._bar.update(self._task, completed=done, total=total, description=description)
+
+    def phase(self, label: str) -> None:
+        """A new stage of the work: its own label, count, rate and time left."""
+        self.close()
+        self.label = label
+        self._start = self._last = time.monotonic()
 
     def close(self) -> None:
         if self._bar is not None:

@@ -3,8 +3,13 @@
 :func:`classify` adds a pass/warn/fail ``classification`` to ``_cmp_result`` (view ``_cmp_classified``) with a
 :class:`ClassificationRule`; the default is aioc's ``summarizeRunRegressionResults`` rule (without
 a judge): **fail** when the candidate run failed, else **warn** when the comparison is not equal,
-else **pass** (docs/aioc-runrecord.md §7.1). A configurable rule names the signals that fail or
-warn (``--fail-on``, ``--warn-on``; :data:`SIGNALS`).
+else **pass** (docs/aioc-runrecord.md §7.1) — with one exception: a pair whose two runs failed
+the same way (both ``failed``, no difference under the compare options: an exact reproduction of
+a failed run) is **still_failing**, counted apart from pass/warn/fail and not failing the gate,
+since reproducing a failure is not a regression. ``--fail-on candidateFailed`` (every candidate
+failure fails, as aioc) or ``stillFailing`` restores failing them. A configurable rule names the
+signals that fail or warn (``--fail-on``, ``--warn-on``; :data:`SIGNALS`); a pair no rule fails
+that is still failing stays ``still_failing``.
 
 :func:`aggregate` returns the report: pairs equal/changed per summary flag, status flips, per-tool
 drift (calls added, removed, with changed arguments), the first point of divergence of the
@@ -22,7 +27,12 @@ from recstore.compare.connection import CompareConnection
 from recstore.compare.stats import mcnemar_exact, wilson_interval
 from recstore.errors import InputError
 
-__all__ = ["DEFAULT_RULE", "SIGNALS", "ClassificationRule", "aggregate", "classify"]
+__all__ = ["CLASSES", "DEFAULT_RULE", "SIGNALS", "ClassificationRule", "aggregate", "classify"]
+
+# Both runs failed and the comparison found no difference: the failure reproduced exactly.
+_STILL_FAILING = "status_a = 'failed' AND status_b = 'failed' AND equal"
+#: A pair's classification, worst first.
+CLASSES = ("fail", "still_failing", "warn", "pass")
 
 # Signal name -> SQL over a _cmp_result row. The first four are aioc's regression signals.
 SIGNALS: dict[str, str] = {
@@ -35,6 +45,8 @@ SIGNALS: dict[str, str] = {
     "metadataChanged": "NOT same_metadata",
     "changed": "NOT equal",
     "candidateFailed": "status_b = 'failed'",
+    "newFailure": f"status_b = 'failed' AND NOT ({_STILL_FAILING})",
+    "stillFailing": _STILL_FAILING,
     "regressed": "status_a = 'completed' AND status_b = 'failed'",
 }
 
@@ -54,7 +66,7 @@ _FLAGS = [
 class ClassificationRule:
     """Signals that make a pair ``fail`` (checked first) or ``warn``; otherwise ``pass``."""
 
-    fail_on: tuple[str, ...] = ("candidateFailed",)
+    fail_on: tuple[str, ...] = ("newFailure",)
     warn_on: tuple[str, ...] = ("changed",)
 
     @classmethod
@@ -75,13 +87,14 @@ class ClassificationRule:
         return cls(names(fail_on, cls.fail_on), names(warn_on, cls.warn_on))
 
     def sql(self) -> str:
-        """CASE expression over a ``_cmp_result`` row giving pass | warn | fail."""
+        """CASE expression over a ``_cmp_result`` row giving one of :data:`CLASSES`."""
 
         def any_of(signals: tuple[str, ...]) -> str:
             return " OR ".join(f"({SIGNALS[s]})" for s in signals) or "FALSE"
 
         return (
             f"CASE WHEN coalesce({any_of(self.fail_on)}, FALSE) THEN 'fail' "
+            f"WHEN coalesce({_STILL_FAILING}, FALSE) THEN 'still_failing' "
             f"WHEN coalesce({any_of(self.warn_on)}, FALSE) THEN 'warn' ELSE 'pass' END"
         )
 
@@ -195,6 +208,7 @@ def aggregate(con: CompareConnection, *, limit: int = 50) -> dict[str, Any]:
                count(*) FILTER (WHERE classification = 'pass') AS passed,
                count(*) FILTER (WHERE classification = 'warn') AS warned,
                count(*) FILTER (WHERE classification = 'fail') AS failed,
+               count(*) FILTER (WHERE classification = 'still_failing') AS still_failing,
                count(*) FILTER (WHERE status_a = 'completed' AND status_b = 'failed') AS regressed,
                count(*) FILTER (WHERE status_a = 'failed' AND status_b = 'completed') AS fixed
         FROM _cmp_classified
@@ -218,6 +232,7 @@ def aggregate(con: CompareConnection, *, limit: int = 50) -> dict[str, Any]:
             "pass": totals["passed"],
             "warn": totals["warned"],
             "fail": totals["failed"],
+            "still_failing": totals["still_failing"],
         },
         "statusFlips": status_flips,
         "changeRate": {

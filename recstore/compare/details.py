@@ -181,6 +181,7 @@ def _slice_rows(dims: dict[str, dict[int, str]], rows: list[dict[str, Any]]) -> 
             out.append(
                 {"dimension": name, "value": value, "pairs": c["pairs"], "changed": c["changed"],
                  "pass": c["pass"], "warn": c["warn"], "fail": c["fail"],
+                 "still_failing": c["still_failing"],
                  "regressed": c["regressed"]}
             )
     return out

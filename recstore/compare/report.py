@@ -60,7 +60,8 @@ def _headline(comparison: Comparison) -> list[str]:
         f"changed: {agg['flags']['equal']['changed']} of {pairs} "
         f"({_pct(agg['flags']['equal']['changed'], pairs)}; {_interval(agg['changeRate']['ci95'])})",
         f"status flips: {flips or 'none'} (McNemar exact p = {agg['mcnemar']['pValue']:.4g})",
-        f"classification: pass {cls['pass']}, warn {cls['warn']}, fail {cls['fail']} "
+        f"classification: pass {cls['pass']}, warn {cls['warn']}, fail {cls['fail']}, "
+        f"still failing {cls['still_failing']} "
         f"(fail on {', '.join(rule.fail_on) or '-'}; warn on {', '.join(rule.warn_on) or '-'})",
     ]
 
@@ -163,6 +164,8 @@ def render_html(comparison: Comparison, store: Store | ParquetLayout | None = No
             {"id": "regressed-count", "value": agg["mcnemar"]["baselinePassedCandidateFailed"],
              "label": "regressed (completed → failed)"},
             {"id": "fail-count", "value": cls["fail"], "label": "fail"},
+            {"id": "still-failing-count", "value": cls["still_failing"],
+             "label": "still failing (both failed alike)"},
             {"id": "warn-count", "value": cls["warn"], "label": "warn"},
             {"id": "pass-count", "value": cls["pass"], "label": "pass"},
         ],

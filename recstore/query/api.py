@@ -10,12 +10,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 from sqlglot import exp
 
 from recstore.errors import EmptySelectionError, InputError
-from recstore.query.dialects import to_dialect
-from recstore.query.dsl import compile_dsl_tree, python_literal
 from recstore.query.guard import (
     check_functions,
     check_nodes,
@@ -28,11 +25,16 @@ from recstore.query.guard import (
     view_references,
 )
 from recstore.query.limits import LimitWatch, QueryLimits, query_error
-from recstore.query.output import BATCH_ROWS, ResultStream
+from recstore.query.output import BATCH_ROWS, ResultStream, RowBatch, plain_type
 from recstore.query.views import Catalog, catalog_from_connection, default_catalog
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from recstore.store import Store
+
+# Plain SQL needs only the guard: the DSL compiler and the other engines' dialects (sqlglot's
+# Spark dialect among them) are imported when a query uses them.
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class CompiledQuery:
 
     def to(self, dialect: str, pretty: bool = False) -> str:
         """SQL for ``dialect`` (spark, trino, postgres, bigquery, clickhouse or duckdb)."""
+        from recstore.query.dialects import to_dialect
+
         with refuse_deep_nesting(), refuse_unprintable(dialect):
             return to_dialect(self.tree, dialect, self.catalog, pretty=pretty)
 
@@ -88,6 +92,8 @@ def compile_dsl(text: str, catalog: Catalog | None = None,
                 params: Mapping[str, Any] | None = None,
                 now: datetime | None = None) -> CompiledQuery:
     """Compile filter-DSL ``text``; see :mod:`recstore.query.dsl` for the grammar."""
+    from recstore.query.dsl import compile_dsl_tree
+
     catalog = catalog or default_catalog()
     with refuse_deep_nesting():
         tree = compile_dsl_tree(text, catalog, params, now)
@@ -108,6 +114,8 @@ def bind_placeholders(tree: exp.Query, params: Mapping[str, Any]) -> exp.Query:
             if name not in params:
                 raise InputError(f"no value for parameter ${name}; pass --param {name}=...",
                                  source="query")
+            from recstore.query.dsl import python_literal  # the DSL's literals, when one is bound
+
             return python_literal(params[name])[0]
         return node
 
@@ -127,13 +135,16 @@ def open_reader(store: Store) -> contextlib.AbstractContextManager[duckdb.DuckDB
 
 
 def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
-            batch_rows: int = BATCH_ROWS, limits: QueryLimits | None = None) -> ResultStream:
+            batch_rows: int = BATCH_ROWS, limits: QueryLimits | None = None, *,
+            arrow: bool = True) -> ResultStream:
     """Run ``query`` on ``con``; rows stream as Arrow batches of ``batch_rows``.
 
     The query runs on a cursor of ``con`` (same database, same locked settings) so that an
     unfinished result of an earlier ``con.execute`` cannot block it. ``limits`` (none by
     default) stop it after a time, cut its rows (``result.truncated``) or let Ctrl-C stop it;
-    they hold until the rows are read to the end or the result is closed.
+    they hold until the rows are read to the end or the result is closed. ``arrow=False``: the
+    caller only reads ``rows()`` or writes a text format, so a result of plain column types
+    (:func:`~recstore.query.output.plain_type`) streams DuckDB's own rows, without pyarrow.
 
     Raises:
         InputError: DuckDB refused the query; QueryLimitError: it ran past ``limits.timeout``
@@ -143,7 +154,12 @@ def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
     watch = LimitWatch(cursor, limits or QueryLimits())
     try:
         relation = cursor.sql(query.sql)
-        reader = relation.to_arrow_reader(batch_rows)
+        types = [str(t) for t in relation.types]
+        if arrow or not all(map(plain_type, types)):
+            reader = relation.to_arrow_reader(batch_rows)
+            schema = reader.schema
+        else:
+            reader, schema = _RowReader(cursor, query.sql, batch_rows), None
     except (duckdb.Error, RuntimeError) as exc:
         watch.close()
         raise watch.error(exc) from None
@@ -151,19 +167,37 @@ def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
         watch.close()
         raise
     watch.pause()  # until the caller fetches a batch: its time before that is not the query's
-    result = ResultStream(list(relation.columns), [str(t) for t in relation.types], iter(()),
-                          reader.schema)
+    result = ResultStream(list(relation.columns), types, iter(()), schema)
     result.batches = watch.batches(reader, result)
     return result
+
+
+class _RowReader:
+    """DuckDB's rows of a statement as :class:`RowBatch` es, read like an Arrow batch reader
+    (the first batch is read here, so an error shows where Arrow's reader shows it)."""
+
+    def __init__(self, cursor: duckdb.DuckDBPyConnection, sql: str, batch_rows: int):
+        self._cursor = cursor.execute(sql)
+        self._batch_rows = batch_rows
+        self._first = cursor.fetchmany(batch_rows)
+
+    def __iter__(self) -> Iterator[RowBatch]:
+        rows, self._first = self._first, None
+        while rows:
+            yield RowBatch(rows)
+            rows = self._cursor.fetchmany(self._batch_rows)
+
+    def close(self) -> None:
+        """Nothing to release: the cursor closes with the watch."""
 
 
 @contextlib.contextmanager
 def run_query(store: Store, text: str, params: Mapping[str, Any] | None = None,
               now: datetime | None = None, batch_rows: int = BATCH_ROWS, *,
-              language: str | None = None, limits: QueryLimits | None = None
-              ) -> Iterator[ResultStream]:
+              language: str | None = None, limits: QueryLimits | None = None,
+              arrow: bool = True) -> Iterator[ResultStream]:
     """Compile and run ``text`` (``language`` as in :func:`compile_query`) on ``store``; the
-    result streams while the context is open. ``limits``: see :func:`execute`.
+    result streams while the context is open. ``limits`` and ``arrow``: see :func:`execute`.
 
     Example (library use)::
 
@@ -173,7 +207,7 @@ def run_query(store: Store, text: str, params: Mapping[str, Any] | None = None,
     """
     with open_reader(store) as con:
         query = compile_query(text, catalog_from_connection(con), params, now, language)
-        result = execute(con, query, batch_rows, limits)
+        result = execute(con, query, batch_rows, limits, arrow=arrow)
         try:
             yield result
         finally:

@@ -14,15 +14,16 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from recstore.errors import InputError
+from recstore.query import DIALECTS as _DIALECTS
 from recstore.query.spark_json import spark_json
 from recstore.query.views import Catalog
 
-DIALECTS: tuple[str, ...] = ("duckdb", "spark", "trino", "postgres", "bigquery", "clickhouse")
+DIALECTS = _DIALECTS  # the engines :func:`to_dialect` prints for
 
-Rule = Callable[[exp.Expression, str, Catalog | None], exp.Expression]
+Rule = Callable[[exp.Expr, str, Catalog | None], exp.Expr]
 
 
-def list_length(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> exp.Expression:
+def list_length(tree: exp.Expr, dialect: str, catalog: Catalog | None) -> exp.Expr:
     """DuckDB ``len(list)`` parses as string ``LENGTH``; Spark, Trino and ClickHouse then reject
     it on an array. Rewrite it to ``array_length`` when the argument is a list (types from the
     catalogue; a literal list or list function counts too)."""
@@ -37,7 +38,7 @@ def list_length(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> 
     return tree
 
 
-def percentile(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> exp.Expression:
+def percentile(tree: exp.Expr, dialect: str, catalog: Catalog | None) -> exp.Expr:
     """``quantile_cont(x, q)`` is emitted as ``PERCENTILE_CONT(x, q)``, valid in none of the
     targets: Spark has exact ``PERCENTILE(x, q)``, ClickHouse ``quantile(q)(x)``, Postgres the
     ordered-set form, Trino ``approx_percentile`` and BigQuery ``APPROX_QUANTILES``."""
@@ -65,7 +66,7 @@ def percentile(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> e
     return tree
 
 
-def safe_casts(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> exp.Expression:
+def safe_casts(tree: exp.Expr, dialect: str, catalog: Catalog | None) -> exp.Expr:
     """``TRY_CAST`` must stay a try-cast: Spark 4 runs in ANSI mode, where a plain ``CAST`` of a
     non-numeric JSON value fails the whole query instead of giving NULL."""
     for node in tree.find_all(exp.TryCast):
@@ -77,7 +78,7 @@ _INTEGER_TYPES = (exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.Dat
                   exp.DataType.Type.BIGINT)
 
 
-def double_math(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> exp.Expression:
+def double_math(tree: exp.Expr, dialect: str, catalog: Catalog | None) -> exp.Expr:
     """Spark's ``FLOOR`` of a DOUBLE is a BIGINT, which fails under ANSI mode past 2^63 (DuckDB
     keeps a DOUBLE), and its cast of a DOUBLE to an integer truncates (DuckDB rounds half away
     from zero). On Spark, ``floor(x)`` of a DOUBLE becomes ``x - pmod(x, 1)`` and a cast of a
@@ -107,7 +108,7 @@ def double_math(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> 
 _SPARK_NAMES = {"arg_min_null": "MIN_BY", "arg_max_null": "MAX_BY", "hash": "XXHASH64"}
 
 
-def spark_names(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> exp.Expression:
+def spark_names(tree: exp.Expr, dialect: str, catalog: Catalog | None) -> exp.Expr:
     """DuckDB functions that Spark spells otherwise (:data:`_SPARK_NAMES`): ``arg_min_null``
     (the comparison's first point of divergence) and ``hash`` (its field fingerprints)."""
     if dialect != "spark":
@@ -123,7 +124,7 @@ RULES: tuple[Rule, ...] = (list_length, percentile, safe_casts, double_math, spa
                            spark_json)
 
 
-def to_dialect(tree: exp.Expression, dialect: str, catalog: Catalog | None = None,
+def to_dialect(tree: exp.Expr, dialect: str, catalog: Catalog | None = None,
                pretty: bool = False) -> str:
     """SQL text of ``tree`` (DuckDB dialect) for ``dialect``, after the rewrite rules.
 
@@ -141,7 +142,7 @@ def to_dialect(tree: exp.Expression, dialect: str, catalog: Catalog | None = Non
     return tree.sql(dialect=dialect, pretty=pretty)
 
 
-def _annotated(tree: exp.Expression, catalog: Catalog | None) -> exp.Expression:
+def _annotated(tree: exp.Expr, catalog: Catalog | None) -> exp.Expr:
     """A typed copy of ``tree`` whose nodes walk in the same order as the original."""
     schema = catalog.sqlglot_schema() if catalog else None
     copy = tree.copy()

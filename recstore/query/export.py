@@ -24,7 +24,7 @@ import shutil
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 from sqlglot import exp
@@ -181,7 +181,7 @@ def _kind(path: Path) -> str:
     return "a folder" if path.is_dir() else "a file"
 
 
-def _write_manifest(directory: Path, fields: dict) -> None:
+def _write_manifest(directory: Path, fields: dict[str, Any]) -> None:
     document = {"format": MANIFEST_FORMAT, **fields,
                 "written_at": datetime.now(UTC).isoformat(timespec="seconds")}
     text = json.dumps(document, indent=2) + "\n"
@@ -233,7 +233,7 @@ def partitionable(catalog: Catalog, view: View) -> bool:
     return view.name == "runs" or view.name in catalog.run_children()
 
 
-def _day_expression(view: View) -> exp.Expression:
+def _day_expression(view: View) -> exp.Expr:
     table = "runs" if view.name == "runs" else "run"
     day = exp.func("strftime", exp.column("started", table=table), exp.Literal.string("%Y-%m-%d"),
                    dialect="duckdb")

@@ -29,11 +29,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import duckdb
-
 from recstore.errors import InputError, QueryLimitError
 
 if TYPE_CHECKING:
+    import duckdb
     import pyarrow as pa
 
     from recstore.query.output import ResultStream
@@ -179,6 +178,8 @@ class LimitWatch:
         """What to raise for ``exc``, raised by DuckDB or the result reader."""
         if self.interrupted or _ctrl_c_in_duckdb(exc):
             return KeyboardInterrupt()
+        import duckdb  # loaded by the query that raised
+
         if isinstance(exc, RuntimeError) and not isinstance(exc, duckdb.Error):
             return exc  # not DuckDB's: a bug, shown as such
         if self.timed_out:
@@ -246,6 +247,8 @@ def _capped(batches: Iterator[pa.RecordBatch], cap: int | None, result: ResultSt
 def _translated(reader: pa.RecordBatchReader, watch: LimitWatch) -> Iterator[pa.RecordBatch]:
     # Errors of a streamed statement surface while reading: DuckDB's as duckdb.Error, through
     # Arrow's reader as OSError ("INTERRUPT Error: Interrupted!").
+    import duckdb
+
     iterator = iter(reader)
     while True:
         watch.resume()

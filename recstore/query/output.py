@@ -1,8 +1,11 @@
 """Write query results: a table for people, or json, ndjson, csv and parquet for programs.
 
-Results arrive as a stream of Arrow record batches (:class:`ResultStream`) and every writer
-consumes them one batch at a time, so memory stays bounded by the batch size whatever the row
-count. The table writer (:mod:`recstore.query.table`) sizes its columns from the first rows only, then
+Results arrive as a stream of batches (:class:`ResultStream`) and every writer consumes them
+one batch at a time, so memory stays bounded by the batch size whatever the row count. The
+batches are Arrow record batches, or, for a caller that only writes text and a result whose
+column types DuckDB and Arrow turn into the same Python values (:func:`plain_type`),
+:class:`RowBatch` es of DuckDB's own rows, so that such a query never imports pyarrow. The
+table writer (:mod:`recstore.query.table`) sizes its columns from the first rows only, then
 keeps those widths.
 """
 
@@ -10,34 +13,75 @@ from __future__ import annotations
 
 import base64
 import csv
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from recstore.errors import InputError
 from recstore.files import write_output
 from recstore.formats.jsontext import loads_json
 from recstore.jsonout import dumps_compact
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 FORMATS: tuple[str, ...] = ("table", "json", "ndjson", "csv", "parquet")
+#: The format an output file's extension names (``-o items.csv`` writes CSV).
+EXTENSIONS: dict[str, str] = {".csv": "csv", ".json": "json", ".ndjson": "ndjson",
+                              ".jsonl": "ndjson", ".parquet": "parquet", ".txt": "table"}
 BATCH_ROWS = 10_000
+
+# DuckDB types whose Python values are the same read through DuckDB or through Arrow (checked in
+# tests/test_startup_imports.py), and which of them a table aligns right. Dates and timestamps are
+# not: one Python cannot hold reads as different text each way (see _python_values).
+_NUMERIC_TYPES = frozenset("TINYINT SMALLINT INTEGER BIGINT UTINYINT USMALLINT UINTEGER UBIGINT "
+                           "FLOAT DOUBLE".split())
+_PLAIN_TYPES = _NUMERIC_TYPES | {"BOOLEAN", "VARCHAR", "JSON", "BLOB", '"NULL"'}
+_DECIMAL = re.compile(r"DECIMAL\(\d+,\d+\)")
+
+
+def plain_type(name: str) -> bool:
+    """Whether values of the DuckDB type ``name`` (as a relation prints it) come out of DuckDB's
+    rows exactly as out of Arrow's: booleans, numbers (not HUGEINT), text, JSON, blobs, and
+    lists of those."""
+    if name.endswith("[]"):
+        return plain_type(name[:-2])
+    return name in _PLAIN_TYPES or bool(_DECIMAL.fullmatch(name))
+
+
+@dataclass(frozen=True)
+class RowBatch:
+    """Rows of a result as DuckDB's Python tuples: a stand-in for an Arrow record batch where
+    only text is written (see :func:`plain_type`)."""
+
+    rows: list[tuple]
+
+    @property
+    def num_rows(self) -> int:  # noqa: D102 - as pyarrow's
+        return len(self.rows)
+
+    def slice(self, offset: int, length: int) -> RowBatch:  # noqa: D102 - as pyarrow's
+        return RowBatch(self.rows[offset:offset + length])
+
+    def select(self, picked: list[int]) -> RowBatch:  # noqa: D102 - as pyarrow's
+        return RowBatch([tuple(row[i] for i in picked) for row in self.rows])
 
 
 @dataclass
 class ResultStream:
     """Column names, their engine type names (``JSON`` columns are written as JSON values), and
-    the rows as Arrow record batches, consumed once."""
+    the rows as Arrow record batches (or :class:`RowBatch` es, when the caller asked for text
+    only: :func:`~recstore.query.api.execute`), consumed once."""
 
     columns: list[str]
     types: list[str]
-    batches: Iterator[pa.RecordBatch]
+    batches: Iterator[pa.RecordBatch | RowBatch]
     schema: pa.Schema | None = None
     truncated: bool = False  # rows were cut at a row cap (recstore.query.limits)
 
@@ -50,6 +94,9 @@ class ResultStream:
     def rows(self) -> Iterator[tuple]:
         """Rows as tuples of Python values, one batch in memory at a time."""
         for batch in self.batches:
+            if isinstance(batch, RowBatch):
+                yield from batch.rows
+                continue
             columns = [_python_values(col) for col in batch.columns]
             yield from zip(*columns, strict=True)
 
@@ -64,12 +111,19 @@ class ResultStream:
                 raise InputError(f"no column {name!r}; the result has {', '.join(self.columns)}",
                                  source="--columns")
         picked = [self.columns.index(n) for n in names]
-        schema = pa.schema([self.schema.field(i) for i in picked]) if self.schema else None
+        if self.schema is None:
+            return ResultStream(list(names), [self.types[i] for i in picked],
+                                (batch.select(picked) for batch in self.batches))
+        import pyarrow as pa
+
+        schema = pa.schema([self.schema.field(i) for i in picked])
         return ResultStream(list(names), [self.types[i] for i in picked],
                             (batch.select(picked) for batch in self.batches), schema)
 
     def arrow(self) -> pa.Table:
         """Every remaining row as one Arrow table (like DuckDB's ``relation.arrow()``)."""
+        import pyarrow as pa
+
         schema = self.schema or pa.schema([(c, pa.string()) for c in self.columns])
         return pa.Table.from_batches(list(self.batches), schema=schema)
 
@@ -88,6 +142,8 @@ def _python_values(column: pa.Array) -> list:
     """A column as Python values; one Python cannot hold (a timestamp in year 10000 or 0,
     which DuckDB and Arrow can) comes as Arrow's text of it, so one stored value cannot break
     printing."""
+    import pyarrow as pa
+
     try:
         return column.to_pylist()
     except (OverflowError, ValueError):
@@ -105,11 +161,33 @@ def _require(module: str) -> Any:
                           f"pip install 'recstore[{module}]'") from None
 
 
+def output_format(output: str | Path, fmt: str | None,
+                  allowed: tuple[str, ...] = FORMATS) -> str:
+    """The format to write the file ``output`` in: ``fmt`` when given, else the one its
+    extension names (:data:`EXTENSIONS`, any case).
+
+    Raises:
+        InputError: no ``fmt`` and the extension names none of ``allowed`` (a name without
+            one, such as ``/dev/stdout``, too: guessing would write a table into ``.tsv``).
+    """
+    if fmt is not None:
+        return fmt
+    named = EXTENSIONS.get(Path(output).suffix.lower())
+    if named in allowed:
+        return named
+    suffixes = [ext for ext, f in EXTENSIONS.items() if f in allowed]
+    raise InputError(f"cannot tell the format from the name {str(output)!r}; end it in "
+                     f"{', '.join(suffixes[:-1])} or {suffixes[-1]}, or give --format",
+                     source="--output")
+
+
 def write_result(result: ResultStream, fmt: str = "table", output: str | Path | None = None,
-                 stdout: IO[str] | None = None, *, vertical: bool | None = None) -> int:
+                 stdout: IO[str] | None = None, *, vertical: bool | None = None,
+                 width: int | None = None) -> int:
     """Write ``result`` as ``fmt`` to the file ``output`` (or ``stdout``); return the row count.
     ``vertical`` draws a table as one ``column  value`` block per row (``None``: only a single
-    row that does not fit the terminal)."""
+    row that does not fit the terminal). A table fits ``width`` cells; without it, the
+    terminal's width on a terminal, else no width (long text cut at :data:`~recstore.query.table.PIPE_CELL` cells)."""
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}",
                          source="--format")
@@ -119,14 +197,16 @@ def write_result(result: ResultStream, fmt: str = "table", output: str | Path | 
         return _write_parquet(result, Path(output))
     if output is not None:
         if fmt == "table":
-            return write_output(output, lambda fh: _write_table(result, fh, False, vertical),
+            return write_output(output, lambda fh: _write_table(result, fh, width, vertical),
                                 newline="")
         return write_output(output, lambda fh: _WRITERS[fmt](result, fh, False), newline="")
     import sys
 
     out = stdout or sys.stdout
     if fmt == "table":
-        return _write_table(result, out, out.isatty(), vertical)
+        if width is None and out.isatty():
+            width = shutil.get_terminal_size().columns
+        return _write_table(result, out, width, vertical)
     return _WRITERS[fmt](result, out, out.isatty())
 
 
@@ -174,15 +254,24 @@ def _write_csv(result: ResultStream, out: IO[str], _tty: bool) -> int:
     return count
 
 
-def _write_table(result: ResultStream, out: IO[str], tty: bool,
+def _write_table(result: ResultStream, out: IO[str], width: int | None,
                  vertical: bool | None = None) -> int:
     from recstore.query.table import write_table
 
-    numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
-               for t in (result.schema.types if result.schema else [])]
-    width = shutil.get_terminal_size().columns if tty else None
+    numeric = _numeric_columns(result)
     return write_table(result.columns, ([_text(v) for v in row] for row in result.rows()), out,
                        width=width, numeric=numeric, vertical=vertical)
+
+
+def _numeric_columns(result: ResultStream) -> list[bool]:
+    """Which columns hold numbers (a table aligns them right): by the Arrow types, or by the
+    DuckDB types of a result in rows."""
+    if result.schema is None:
+        return [t in _NUMERIC_TYPES or bool(_DECIMAL.fullmatch(t)) for t in result.types]
+    import pyarrow as pa
+
+    return [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+            for t in result.schema.types]
 
 
 def _text(value: Any) -> str:
@@ -210,6 +299,9 @@ def _write_parquet(result: ResultStream, path: Path) -> int:
 
 
 def _write_parquet_to(result: ResultStream, sink: IO[bytes]) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     writer: pq.ParquetWriter | None = None
     count = 0
     try:
@@ -229,4 +321,5 @@ def _write_parquet_to(result: ResultStream, sink: IO[bytes]) -> int:
 
 _WRITERS = {"json": _write_json, "ndjson": _write_ndjson, "csv": _write_csv}
 
-__all__ = ["FORMATS", "BATCH_ROWS", "ResultStream", "write_result"]
+__all__ = ["FORMATS", "EXTENSIONS", "BATCH_ROWS", "ResultStream", "RowBatch", "output_format",
+           "plain_type", "write_result"]

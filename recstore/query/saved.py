@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from recstore.errors import InputError, NotFoundError
-from recstore.query.dsl import parse_timestamp
 from recstore.resources import resource_dir
 
 PARAM_TYPES = ("text", "int", "number", "timestamp", "bool")
@@ -82,6 +81,8 @@ def convert(raw: str, param: Param, now: datetime | None = None) -> Any:
                 raise ValueError
             return raw.lower() in ("true", "1", "yes")
         if param.type == "timestamp":
+            from recstore.query.dsl import parse_timestamp  # the DSL, only for a time
+
             return parse_timestamp(raw, now)
         return raw
     except ValueError as exc:
@@ -142,7 +143,8 @@ def load_saved(name: str, directory: Path | None = None) -> SavedQuery:
     raise NotFoundError(f"no saved query @{name}{hint}")
 
 
-def resolve_saved(text: str, params: Mapping[str, str]) -> tuple[str, dict, str | None]:
+def resolve_saved(text: str, params: Mapping[str, str]
+                  ) -> tuple[str, dict[str, Any], str | None]:
     """``(query text, parameters, language)`` of ``text``: an ``@name`` saved query is read
     and its parameters bound from ``params``; other text is returned as given."""
     if text.startswith("@"):

@@ -61,12 +61,14 @@ def _spark_cause(exc: BaseException) -> str | None:
     except ImportError:  # no pyspark: the error is not Spark's
         return None
 
-    chain, seen = [], exc
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
     while seen is not None and len(chain) < 10:
         chain.append(seen)
         seen = seen.__cause__ or seen.__context__
     if any(isinstance(e, Py4JNetworkError) for e in chain):
-        return f"Spark's JVM stopped (its log above says why; {MEMORY_HINT})"
+        return (f"Spark's JVM stopped (its log says why: {jvm_log_path()}, or above with "
+                f"--debug; {MEMORY_HINT})")
     error = next((e for e in chain if isinstance(e, Py4JError)
                   or type(e).__module__.startswith("pyspark")), None)
     if error is None:
@@ -108,9 +110,15 @@ _SUBMITTED = "PYSPARK_GATEWAY_PORT"
 
 
 @functools.lru_cache(maxsize=1)
-def spark_session(master: str | None = None, conf: tuple[tuple[str, str], ...] = ()) -> Any:
+def spark_session(master: str | None = None, conf: tuple[tuple[str, str], ...] = (),
+                  jvm_log: str | None = None) -> Any:
     """One Spark session per process: on ``master`` (a Spark master URL; by default the one
-    spark-submit was given, else ``local[2]``), UTC, no UI, with the settings ``conf`` added."""
+    spark-submit was given, else ``local[2]``), UTC, no UI, with the settings ``conf`` added.
+
+    ``jvm_log``: a file that the JVM's own output goes to (log4j's start-up lines, Hadoop's
+    warnings, the Python workers' stderr) instead of this process's stderr; the CLI passes one
+    unless ``--debug``. Spark's errors still reach the caller as exceptions.
+    """
     reason = spark_missing_reason()
     if reason:
         raise SparkUnavailable(reason)
@@ -122,39 +130,73 @@ def spark_session(master: str | None = None, conf: tuple[tuple[str, str], ...] =
                             category=FutureWarning)
     from pyspark.sql import SparkSession
 
+    options = _session_options(master, conf)
+    if jvm_log is not None and _SUBMITTED not in os.environ:
+        _launch_jvm(options, jvm_log)
     builder = SparkSession.builder
-    if master or _SUBMITTED not in os.environ:
-        builder = builder.master(master or "local[2]")
-    local = (master or "local").startswith("local") and _SUBMITTED not in os.environ
-    builder = (
-        builder.appName("recstore")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4" if local else "200")
-        # A day-partitioned view has hundreds of small directories: list them on the driver
-        # instead of starting a distributed listing job per view.
-        .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
-    )
-    if local:
-        builder = builder.config("spark.driver.host", "127.0.0.1")
-        # recstore keeps no tables in Spark's catalogue; without this, its first look-up makes
-        # an empty spark-warehouse/ in the working directory
-        builder = builder.config("spark.sql.warehouse.dir", str(
-            Path(tempfile.gettempdir()) / f"recstore-spark-warehouse-{os.getuid()}"))
-        builder = builder.config("spark.driver.memory", local_driver_memory())  # --conf wins
-        # the Python workers that run recstore's UDFs are this interpreter, which has recstore
-        # and pyarrow: PySpark's default is whatever `python3` is on PATH (the system's, when
-        # recstore runs from a venv that is not activated); PySpark reads the variable when
-        # the session's context starts
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    for key, value in conf:
+    for key, value in options.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     # PySpark logs a failed query's error as JSON on stderr; spark_failures reports it once.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     return session
+
+
+def _session_options(master: str | None, conf: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """The session's settings, ``conf`` last (it wins)."""
+    local = (master or "local").startswith("local") and _SUBMITTED not in os.environ
+    options = {"spark.app.name": "recstore"}
+    if master or _SUBMITTED not in os.environ:
+        options["spark.master"] = master or "local[2]"
+    options.update({
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "4" if local else "200",
+        # A day-partitioned view has hundreds of small directories: list them on the driver
+        # instead of starting a distributed listing job per view.
+        "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
+    })
+    if local:
+        options["spark.driver.host"] = "127.0.0.1"
+        # recstore keeps no tables in Spark's catalogue; without this, its first look-up makes
+        # an empty spark-warehouse/ in the working directory
+        options["spark.sql.warehouse.dir"] = str(
+            Path(tempfile.gettempdir()) / f"recstore-spark-warehouse-{os.getuid()}")
+        options["spark.driver.memory"] = local_driver_memory()
+        # the Python workers that run recstore's UDFs are this interpreter, which has recstore
+        # and pyarrow: PySpark's default is whatever `python3` is on PATH (the system's, when
+        # recstore runs from a venv that is not activated); PySpark reads the variable when
+        # the session's context starts
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    options.update(conf)
+    return options
+
+
+def _launch_jvm(options: dict[str, str], jvm_log: str) -> None:
+    """Start Spark's JVM with its stdout and stderr appended to ``jvm_log`` (owner-only, never
+    through a link), unless this process already has one."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(jvm_log, flags, 0o600)
+    try:
+        conf = SparkConf(loadDefaults=False).setAll(list(options.items()))
+        gateway = launch_gateway(  # type: ignore[no-untyped-call]
+            conf, popen_kwargs={"stdout": fd, "stderr": fd})
+    finally:
+        os.close(fd)  # the JVM holds its own copy
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+
+
+def jvm_log_path() -> str:
+    """Where the CLI sends the JVM's own output: one owner-only file per user in the temp
+    folder."""
+    return str(Path(tempfile.gettempdir()) / f"recstore-spark-{os.getuid()}.log")
 
 
 def local_driver_memory() -> str:
@@ -205,7 +247,7 @@ def run_on_spark(query: CompiledQuery, parquet_dir: str | Path,
 
 def _arrow_batches(rows: Iterator[Any], columns: list[str],
                    batch_rows: int) -> Iterator[pa.RecordBatch]:
-    chunk: list[tuple] = []
+    chunk: list[tuple[Any, ...]] = []
     for row in rows:
         chunk.append(tuple(row))
         if len(chunk) >= batch_rows:
@@ -215,6 +257,6 @@ def _arrow_batches(rows: Iterator[Any], columns: list[str],
         yield _batch(chunk, columns)
 
 
-def _batch(rows: list[tuple], columns: list[str]) -> pa.RecordBatch:
+def _batch(rows: list[tuple[Any, ...]], columns: list[str]) -> pa.RecordBatch:
     arrays = [pa.array(list(values)) for values in zip(*rows, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, names=columns)

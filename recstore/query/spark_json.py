@@ -46,7 +46,7 @@ _BIGINT_MIN = -(2**63)
 _FULL_DATE = r"^\s*-?[0-9]+-[0-9]+-[0-9]+"
 
 
-def _call(name: str, *args: exp.Expression) -> exp.Expression:
+def _call(name: str, *args: exp.Expr) -> exp.Expr:
     """A Spark function call sqlglot prints as it is (its own nodes for PARSE_JSON and
     friends drop or rename them when generating Spark)."""
     return exp.Anonymous(this=name, expressions=list(args))
@@ -56,26 +56,26 @@ def _string(text: str) -> exp.Literal:
     return exp.Literal.string(text)
 
 
-def _spark_path(path: exp.Expression) -> exp.Expression | None:
+def _spark_path(path: exp.Expr) -> exp.Expr | None:
     """A DuckDB JSON path (literal or parsed) as a Spark path literal; None when computed."""
     if isinstance(path, exp.Literal) and path.is_string:
-        path = _DUCKDB.to_json_path(path)
+        path = _DUCKDB.to_json_path(path)  # type: ignore[assignment] # None: not a path
     if not isinstance(path, exp.JSONPath):
         return None
     return exp.Literal.string(exp.JSONPath(expressions=path.expressions).sql("spark")[1:-1]
                               .replace("\\'", "'"))
 
 
-def _member(text: exp.Expression, path: exp.Expression) -> exp.Expression:
+def _member(text: exp.Expr, path: exp.Expr) -> exp.Expr:
     """The member as a VARIANT: SQL NULL when absent, a VARIANT null for JSON null."""
     return _call("VARIANT_GET", _call("PARSE_JSON", text.copy()), path.copy())
 
 
-def _member_text(text: exp.Expression, path: exp.Expression) -> exp.Expression:
+def _member_text(text: exp.Expr, path: exp.Expr) -> exp.Expr:
     return _call("GET_JSON_OBJECT", text.copy(), path.copy())
 
 
-def _json_type(text: exp.Expression, path: exp.Expression) -> exp.Expression:
+def _json_type(text: exp.Expr, path: exp.Expr) -> exp.Expr:
     member = _member(text, path)
     kind = _call("SCHEMA_OF_VARIANT", member)
     digits = _member_text(text, path)
@@ -104,7 +104,7 @@ def _json_type(text: exp.Expression, path: exp.Expression) -> exp.Expression:
     )
 
 
-def _json_extract(text: exp.Expression, path: exp.Expression) -> exp.Expression:
+def _json_extract(text: exp.Expr, path: exp.Expr) -> exp.Expr:
     kind = _json_type(text, path)
     return (
         exp.Case(this=kind)
@@ -114,7 +114,7 @@ def _json_extract(text: exp.Expression, path: exp.Expression) -> exp.Expression:
     )
 
 
-def _is_utc_timestamptz(node: exp.Anonymous) -> exp.Expression | None:
+def _is_utc_timestamptz(node: exp.Anonymous) -> exp.Cast | None:
     """The text cast in ``timezone('UTC', TRY_CAST(text AS TIMESTAMPTZ))``, else None."""
     if node.name.lower() != "timezone" or len(node.expressions) != 2:
         return None
@@ -126,7 +126,7 @@ def _is_utc_timestamptz(node: exp.Anonymous) -> exp.Expression | None:
     return None
 
 
-def _utc_wall_time(cast: exp.Cast) -> exp.Expression:
+def _utc_wall_time(cast: exp.Cast) -> exp.Expr:
     to_timestamp = cast.copy()
     to_timestamp.set("to", exp.DataType.build("TIMESTAMP", dialect="spark"))
     wall = exp.Cast(this=to_timestamp, to=exp.DataType.build("TIMESTAMP_NTZ", dialect="spark"))
@@ -135,8 +135,8 @@ def _utc_wall_time(cast: exp.Cast) -> exp.Expression:
     return exp.Case().when(full_date, wall)
 
 
-def _millisecond_diff(node: exp.DateDiff) -> exp.Expression:
-    def floor_ms(value: exp.Expression) -> exp.Expression:
+def _millisecond_diff(node: exp.DateDiff) -> exp.Expr:
+    def floor_ms(value: exp.Expr) -> exp.Expr:
         micros = _call("UNIX_MICROS", exp.Cast(this=value.copy(),
                                                to=exp.DataType.build("TIMESTAMP")))
         return exp.Floor(this=exp.Div(this=micros, expression=exp.Literal.number(1000)))
@@ -145,7 +145,7 @@ def _millisecond_diff(node: exp.DateDiff) -> exp.Expression:
                     to=exp.DataType.build("BIGINT"))
 
 
-def _rewrite(node: exp.Expression) -> exp.Expression:
+def _rewrite(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.JSONType | exp.JSONExtract) and node.expression is not None:
         path = _spark_path(node.expression)
         if path is None:
@@ -173,7 +173,7 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
     return node
 
 
-def spark_json(tree: exp.Expression, dialect: str, catalog: Catalog | None) -> exp.Expression:
+def spark_json(tree: exp.Expr, dialect: str, catalog: Catalog | None) -> exp.Expr:
     """The dialect rule (see :mod:`recstore.query.dialects`): DuckDB JSON functions and UTC
     casts as Spark expressions with DuckDB's results (module docstring)."""
     if dialect != "spark":

@@ -12,6 +12,7 @@ import contextlib
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 
@@ -521,7 +522,7 @@ class Catalog:
     def names(self) -> list[str]:
         return list(self.views)
 
-    def sqlglot_schema(self) -> dict[str, dict[str, str]]:
+    def sqlglot_schema(self) -> dict[str, object]:
         """``{view: {column: type}}`` as sqlglot's ``qualify`` expects."""
         return {v.name: {c.name: c.type for c in v.columns} for v in self.views.values()}
 
@@ -600,7 +601,7 @@ def schema_text(catalog: Catalog) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def schema_json(catalog: Catalog) -> list[dict]:
+def schema_json(catalog: Catalog) -> list[dict[str, Any]]:
     """The views reference as JSON-ready data (``recstore schema --json``)."""
     return [
         {

@@ -13,12 +13,14 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recstore.jsonout import dumps, escape_surrogates
-from recstore.records.structure import RecordAnalysis, ToolCallJoin
 
-__all__ = ["printable", "render_analysis", "render_comparison"]
+if TYPE_CHECKING:
+    from recstore.records.structure import RecordAnalysis, ToolCallJoin
+
+__all__ = ["clip", "printable", "render_analysis", "render_comparison", "visible"]
 
 # What a terminal could act on or that hides text: C0 and C1 controls (ESC starts colour,
 # title and clear-screen sequences), DEL, bidirectional overrides and isolates, line and
@@ -28,6 +30,10 @@ _UNPRINTABLE = re.compile(
     "\ud800-\udfff]"
 )
 _PREVIEW = 72
+# Characters a terminal shows as blank or not at all, so two values that differ only in them
+# would look the same: NBSP and the other Unicode space separators, zero-width characters and
+# the BOM (ASCII spaces stay as they are: the quotes around a string show where it ends).
+_INVISIBLE = re.compile("[\u00a0\u1680\u2000-\u200d\u202f\u205f\u2060\u3000\ufeff]")
 
 
 def printable(text: str, keep: str = "") -> str:
@@ -47,6 +53,27 @@ def printable(text: str, keep: str = "") -> str:
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
     return _UNPRINTABLE.sub(escape, text)
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` terminal cells (a CJK character is two), ending in
+    ``…`` when cut; one line stays one line.
+
+    >>> clip("handoff_to_agent", 8), clip("研究 Agent", 5), clip("ok", 8)
+    ('handoff…', '研究…', 'ok')
+    """
+    from rich.cells import cell_len, get_character_cell_size
+
+    if cell_len(text) <= width:
+        return text
+    room, end = width - 1, 0
+    for char in text:
+        size = get_character_cell_size(char)
+        if size > room:
+            break
+        room -= size
+        end += 1
+    return text[:end] + "…" if width > 0 else ""
 
 
 def _preview(value: Any) -> str:
@@ -124,9 +151,10 @@ def _decision_lines(analysis: RecordAnalysis) -> list[str]:
     return lines
 
 
-def render_analysis(analysis: RecordAnalysis) -> str:
+def render_analysis(analysis: RecordAnalysis, width: int | None = None) -> str:
     """A readable summary of one record: visits, requests with their item intervals, tool calls
-    with envelope status, handoffs, decisions and findings."""
+    with envelope status, handoffs, decisions and findings. With a ``width`` (a terminal's),
+    each tool call's line is cut to it with ``…`` (its arguments go first) rather than wrap."""
     a = analysis
     head = f"run {a.run_id}  {a.status}  agent {a.agent_name}"
     if a.initial_agent != a.agent_name:
@@ -155,7 +183,8 @@ def render_analysis(analysis: RecordAnalysis) -> str:
             f"  messageCount {r.message_count}"
         )
     lines.append(f"tool calls ({len(a.tool_calls)})")
-    lines.extend(_call_line(j) for j in a.tool_calls)
+    calls = (printable(_call_line(j)) for j in a.tool_calls)
+    lines.extend(calls if width is None else (clip(line, width) for line in calls))
     if a.transitions:
         lines.append(f"handoffs ({len(a.transitions)})")
         for t in a.transitions:
@@ -171,11 +200,19 @@ def render_analysis(analysis: RecordAnalysis) -> str:
     return printable("\n".join(lines), keep="\n")
 
 
-def render_comparison(result: dict[str, Any], left_name: str = "A", right_name: str = "B") -> str:
-    """A readable aioc comparison result: verdict, summary flags, metrics and each difference."""
+def render_comparison(result: dict[str, Any], left_name: str = "A", right_name: str = "B",
+                      full: bool = False) -> str:
+    """A readable aioc comparison result: verdict, summary flags, metrics and each difference.
+
+    Each difference shows its two sides as :func:`visible` text, so values that differ only in
+    whitespace (a trailing space, a tab, NBSP, CR) look different. Long sides are cut to a
+    window around the first character where they differ, unless ``full``.
+    """
     m = result["metrics"]
+    count = len(result["differences"])
     verdict = (
-        "equal" if result["equal"] else f"different ({len(result['differences'])} differences)"
+        "equal" if result["equal"]
+        else f"different ({count} difference{'' if count == 1 else 's'})"
     )
     flags = "  ".join(f"{k} {str(v).lower()}" for k, v in result["summary"].items())
     lines = [
@@ -186,9 +223,52 @@ def render_comparison(result: dict[str, Any], left_name: str = "A", right_name: 
         f"missing {m['missingToolCalls']}, extra {m['extraToolCalls']})",
     ]
     for d in result["differences"]:
-        left = _preview(d["left"]) if "left" in d else "(absent)"
-        right = _preview(d["right"]) if "right" in d else "(absent)"
+        left, right = _difference_sides(d, full)
         lines.append(f"  {d['path']}  {d['kind']}")
         lines.append(f"    - {left}")
         lines.append(f"    + {right}")
     return printable("\n".join(lines), keep="\n")
+
+
+def visible(value: Any) -> str:
+    """``value`` as one line where every character counts: a string in double quotes with JSON
+    escapes (``\\t``, ``\\r``, ``\\n``), and characters that print as blank or as nothing
+    (NBSP and the other Unicode spaces, zero-width characters, the BOM) as ``\\uXXXX``; any
+    other value as compact JSON.
+
+    >>> visible("ok\u00a0\\t ")
+    '"ok\\\\u00a0\\\\t "'
+    """
+    text = dumps(value, indent=None)
+    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", escape_surrogates(text))
+
+
+def _difference_sides(difference: dict[str, Any], full: bool) -> tuple[str, str]:
+    """Both sides of one difference as :func:`visible` text, each cut (unless ``full``) to the
+    same window: from a little before the first character where they differ."""
+    sides = [visible(difference[k]) if k in difference else None for k in ("left", "right")]
+    texts = [s for s in sides if s is not None]
+    start = 0
+    if not full and len(texts) == 2 and max(map(len, texts)) > _PREVIEW:
+        start = max(0, _common_prefix(*texts) - _PREVIEW // 4)
+    return tuple(  # type: ignore[return-value]
+        "(absent)" if s is None else (s if full else _window(s, start)) for s in sides
+    )
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _window(text: str, start: int) -> str:
+    """``text`` from ``start``, at most :data:`_PREVIEW` characters, with ``…`` where it is cut."""
+    head = "…" if start else ""
+    rest = text[start:]
+    if len(head) + len(rest) <= _PREVIEW:
+        return head + rest
+    return head + rest[: _PREVIEW - len(head) - 1] + "…"

@@ -13,32 +13,46 @@ Example (reproduce a recorded run from the run itself):
     ('completed', 'hello', 'r1')
 """
 
-from recstore.replay.harness import (
-    Candidate,
-    Harness,
-    harness_from_source,
-    load_harness,
-    parse_harness,
-)
-from recstore.replay.providers import (
-    OpenAIProvider,
-    OpenAISettings,
-    ProviderError,
-    RecordedProvider,
-)
-from recstore.replay.replay import (
-    MissingToolCall,
-    ReplayInputMissingError,
-    ReplayOutcome,
-    ReplayReport,
-    ReplayStats,
-    ServedCall,
-    replay_input,
-    replay_run,
-)
-from recstore.replay.tape import AIOC, REPRODUCE, TapeEntry, TapeRules, ToolTape, build_tape
+# The names load on first use: `recstore lineage` reads the store without the replay machinery.
+from typing import TYPE_CHECKING
 
-__all__ = [
+from recstore.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from recstore.replay.harness import (
+        Candidate,
+        Harness,
+        harness_from_source,
+        load_harness,
+        parse_harness,
+    )
+    from recstore.replay.providers import (
+        OpenAIProvider,
+        OpenAISettings,
+        ProviderError,
+        RecordedProvider,
+    )
+    from recstore.replay.replay import (
+        MissingToolCall,
+        ReplayInputMissingError,
+        ReplayOutcome,
+        ReplayReport,
+        ReplayStats,
+        ServedCall,
+        replay_input,
+        replay_run,
+    )
+    from recstore.replay.tape import AIOC, REPRODUCE, TapeEntry, TapeRules, ToolTape, build_tape
+
+_MODULES = {
+    "recstore.replay.harness": "Candidate Harness harness_from_source load_harness parse_harness",
+    "recstore.replay.providers": "OpenAIProvider OpenAISettings ProviderError RecordedProvider",
+    "recstore.replay.replay": "MissingToolCall ReplayInputMissingError ReplayOutcome ReplayReport "
+                              "ReplayStats ServedCall replay_input replay_run",
+    "recstore.replay.tape": "AIOC REPRODUCE TapeEntry TapeRules ToolTape build_tape",
+}
+
+__all__ = [  # noqa: F822 - the names resolve through __getattr__
     "AIOC",
     "REPRODUCE",
     "Candidate",
@@ -63,3 +77,7 @@ __all__ = [
     "replay_input",
     "replay_run",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    "recstore.replay",
+    {name: module for module, names in _MODULES.items() for name in names.split()}, globals())

@@ -31,9 +31,12 @@ truncated). Tags are not set.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import accumulate
@@ -43,7 +46,7 @@ from urllib.parse import urlsplit
 
 from recstore.errors import InputError
 from recstore.files import private_tree
-from recstore.progress import NO_PROGRESS, Progress
+from recstore.progress import NO_PROGRESS, Progress, start_phase
 from recstore.query.dialects import to_dialect
 from recstore.query.export import (
     PARTITION_COLUMN,
@@ -93,7 +96,8 @@ def build_views(spark: Any, inputs: list[str], directory: str,
                 progress: Progress = NO_PROGRESS, *, overwrite: bool = False) -> BuildSummary:
     """Read the NDJSON ``inputs`` (paths, globs, directories or any URI Spark reads) and write
     every public view under ``directory`` as ``recstore export`` lays it out; ``progress``
-    follows the views written.
+    follows the records prepared (their total is not known before they are read), then the
+    views written, each as a phase of its own (:func:`recstore.progress.start_phase`).
 
     A local ``directory`` is claimed as ``recstore export`` claims it (new, empty, or an earlier
     export replaced with ``overwrite``; :func:`recstore.query.export.claim_export_dir`), marked
@@ -109,14 +113,18 @@ def build_views(spark: Any, inputs: list[str], directory: str,
     previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
     try:
-        prepared = _prepared(spark, inputs, definitions)
-        splits = _splits(prepared)
+        start_phase(progress, "prepare records")
+        counter = spark.sparkContext.accumulator(0)
+        prepared = _prepared(spark, inputs, definitions, counter)
+        with _reporting(counter, progress):
+            splits = _splits(prepared)  # the first action: every line is prepared here
         if not splits:
             raise InputError("no input lines found", source=", ".join(inputs))
         placement = _placement(spark, prepared, splits)
         summary = BuildSummary(directory)
         now = datetime.now(UTC).replace(tzinfo=None)
         _register_tables(spark, definitions, prepared, placement, splits, now, summary)
+        start_phase(progress, "write views")
         _write_views(spark, definitions, directory, summary, progress)
     finally:
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
@@ -144,8 +152,33 @@ def _release(spark: Any, definitions: SparkDefinitions) -> None:
             spark.catalog.uncacheTable(name)
 
 
-def _prepared(spark: Any, inputs: list[str], definitions: SparkDefinitions) -> Any:
-    """One row per line: the prepare UDF's output (kept: every later step reads it)."""
+@contextmanager
+def _reporting(counter: Any, progress: Progress) -> Iterator[None]:
+    """While the block runs, pass ``counter``'s value (lines prepared, as Spark's tasks report
+    them) to ``progress`` twice a second."""
+    if progress is NO_PROGRESS:
+        yield
+        return
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(0.5):
+            progress.update(counter.value)
+
+    thread = threading.Thread(target=report, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+    progress.update(counter.value)
+
+
+def _prepared(spark: Any, inputs: list[str], definitions: SparkDefinitions,
+              counter: Any = None) -> Any:
+    """One row per line: the prepare UDF's output (kept: every later step reads it);
+    ``counter`` counts the lines prepared."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     schema = prepared_schema(definitions.tables)
@@ -157,7 +190,7 @@ def _prepared(spark: Any, inputs: list[str], definitions: SparkDefinitions) -> A
     except Exception as exc:  # noqa: BLE001 - Spark's AnalysisException names the path
         raise InputError(f"cannot read input: {_first_line(exc)}",
                          source=", ".join(inputs)) from None
-    udf = functools.partial(prepare_lines, schema=schema)
+    udf = functools.partial(prepare_lines, schema=schema, counter=counter)
     prepared = lines.mapInArrow(udf, from_arrow_schema(schema)).persist()
     prepared.createOrReplaceTempView("_rs_prepared")
     return prepared

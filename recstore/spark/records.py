@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
@@ -130,9 +131,10 @@ def reject_fields(raw: RawInput) -> tuple[str, bytes | None, bytes, int]:
 
 
 def prepare_lines(batches: Iterator[pa.RecordBatch], schema: pa.Schema,
-                  fmt: str = "aioc") -> Iterator[pa.RecordBatch]:
+                  fmt: str = "aioc", counter: Any = None) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: rows ``(data: binary, file, block, file_size)`` of one partition, in
-    read order, to rows of ``schema`` (:func:`prepared_schema`)."""
+    read order, to rows of ``schema`` (:func:`prepared_schema`); ``counter`` (a Spark
+    accumulator) counts the lines prepared, for the driver's progress display."""
     next_row: dict[tuple[str, int], int] = {}
     uris: dict[str, str] = {}
     for batch in batches:
@@ -149,4 +151,6 @@ def prepare_lines(batches: Iterator[pa.RecordBatch], schema: pa.Schema,
             # the reader's lines keep their end; Spark's do not
             raw = RawInput(uri, None, None, PENDING, data=bytes(data) + b"\n")
             out.add((file, block, row, size), prepare(raw, fmt))
+        if counter is not None:
+            counter.add(batch.num_rows)
         yield out.batch()

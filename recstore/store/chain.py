@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 
 __all__ = [
+    "DEFAULT_BATCH_SIZE",
     "EMPTY_DIGEST",
     "EVENTS_DIGEST_SQL",
     "EVENT_LINE_SQL",
@@ -27,6 +28,10 @@ __all__ = [
     "batch_hash",
     "line_digest",
 ]
+
+#: Records an ingest commits per batch (one chain hash each) unless told otherwise; here, not in
+#: the ingest, so the CLI can show it as a default without importing the ingest machinery.
+DEFAULT_BATCH_SIZE = 2000
 
 _FIELD = "\x1f"
 _END = "\x1e"

@@ -55,6 +55,7 @@ __all__ = [
     "store_error",
     "stored_version",
     "transaction",
+    "upgrade_due",
 ]
 
 # DuckDB's LIMIT is a BIGINT; a larger row count asks for every row.
@@ -73,6 +74,9 @@ _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
 #: How long to wait for another process's lock when the caller gives no time (env overrides).
 LOCK_TIMEOUT_ENV = "RECSTORE_LOCK_TIMEOUT"
 DEFAULT_LOCK_TIMEOUT = 30.0
+#: ``meta.layout`` of a store whose log was upgraded but whose projections are not built yet
+#: (:mod:`recstore.store.migrate`).
+UPGRADE_PENDING_LAYOUT = "2-projections-pending"
 
 
 def schema_files() -> list[tuple[int, str, Path]]:
@@ -348,6 +352,26 @@ def check_version(path: Path, version: int) -> None:
             f"{path}: store schema version {version} is newer than this recstore supports "
             f"({known}); upgrade recstore to open it"
         )
+
+
+def upgrade_due(con: duckdb.DuckDBPyConnection, path: Path) -> bool:
+    """Whether a store a reader opened needs a writer first: a shipped schema file it has not
+    applied, or a log upgrade waiting for its projections. One read of ``meta`` and
+    ``schema_migrations`` (every read command pays it); ``con`` passed :func:`check_is_store`.
+
+    Raises:
+        RecstoreError: the store was written by a newer recstore.
+    """
+    # fetchall, not fetchone: a result left unfinished blocks the connection's next statement
+    ((version, layout, applied),) = con.execute(
+        "SELECT (SELECT value FROM meta WHERE key = 'schema_version'), "
+        "(SELECT value FROM meta WHERE key = 'layout'), "
+        "(SELECT list(name) FROM schema_migrations)"
+    ).fetchall()
+    check_version(path, int(version))
+    shipped = {name for _version, name, _file in schema_files()}
+    return (int(version) == 0 or layout == UPGRADE_PENDING_LAYOUT
+            or not shipped <= set(applied or ()))
 
 
 def pending_schema_files(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str, Path]]:

@@ -36,7 +36,7 @@ from recstore.store.batches import (
     BatchCommitter,
     now,
 )
-from recstore.store.chain import line_digest
+from recstore.store.chain import DEFAULT_BATCH_SIZE, line_digest
 from recstore.store.prepare import Prepared, Preparer, Refused, run_key_for, utf8_safe
 from recstore.store.projection import (
     COLUMNS,
@@ -55,7 +55,6 @@ __all__ = [
     "run_key_for",
 ]
 
-DEFAULT_BATCH_SIZE = 2000
 # Records read, hashed and then looked up together (one query per chunk).
 CHUNK_SIZE = 1000
 # A batch is committed early once it holds this much payload text, so memory stays bounded.

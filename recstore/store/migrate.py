@@ -28,6 +28,7 @@ from recstore.store.chain import (
     batch_hash,
     line_digest,
 )
+from recstore.store.db import UPGRADE_PENDING_LAYOUT as _PENDING
 from recstore.store.db import transaction
 from recstore.store.ingest import TAGS_EVENT
 from recstore.store.tables import insert_columns
@@ -50,7 +51,6 @@ _V1_PAIR_IDENTITY = (
     "comparison_id", "pair_index", "pair_key", "baseline_run_key", "candidate_run_key",
     "baseline_record_hash", "candidate_record_hash",
 )
-_PENDING = "2-projections-pending"
 
 
 def _columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:

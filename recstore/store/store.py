@@ -19,42 +19,30 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
 from recstore.errors import InputError, NotFoundError, StoreCorruptError
 from recstore.files import owner_only_umask, protect_store_files
-from recstore.formats.events import Event, events_to_record
-from recstore.formats.jsontext import dumps_json, loads_json
-from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES, RawInput, iter_sources
-from recstore.process import worker_pool
+from recstore.formats.events import events_to_record
+from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES, RawInput
 from recstore.progress import NO_PROGRESS, Progress
-from recstore.store import agentuse_ingest, db, migrate, otlp_io
-from recstore.store.chain import EMPTY_DIGEST, EVENTS_DIGEST_SQL, STREAM_LINE_SQL, batch_hash
-from recstore.store.ingest import (
-    DEFAULT_BATCH_SIZE,
-    TAGS_EVENT,
-    BatchWriter,
-    IngestSummary,
-)
-from recstore.store.prepare import Preparer, default_workers
-from recstore.store.projection import (
-    PROJECTION_TABLES,
-    RunContext,
-    columns_for,
-    fold_tags,
-    project_record,
-)
-from recstore.store.tables import insert_columns, registered
+from recstore.store import db
+from recstore.store.chain import DEFAULT_BATCH_SIZE
+
+if TYPE_CHECKING:
+    from recstore.store.ingest import IngestSummary
+    from recstore.store.tagging import TagSummary
+
+# A command that only reads (query, runs, show, rejects, lineage) opens the store without the
+# ingest machinery (pydantic models, Arrow staging, worker pools): what writes, rebuilds or
+# verifies imports it where it is used.
 
 __all__ = ["DEFAULT_DB", "Store", "StoredEvents", "StoredRun", "VerifyReport", "read_runs"]
 
 DEFAULT_DB = "recstore.duckdb"
-_REBUILD_CHUNK = 2000
 READ_CHUNK = 2000  # runs read per query by read_runs
-_STORE_CATALOG = "store"
 
 
 @dataclass
@@ -147,13 +135,16 @@ class Store:
     @contextmanager
     def writer(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-write connection with the schema up to date (creates the file 0600)."""
+        from recstore.store import migrate
+        from recstore.store.rebuild import rebuild
+
         with owner_only_umask(), self._store_errors():
             con = self._connect(read_only=False)
             try:
                 if migrate.is_layout_1(con):
-                    migrate.upgrade_layout_1(con, db.apply_schema_files, lambda: _rebuild(con))
+                    migrate.upgrade_layout_1(con, db.apply_schema_files, lambda: rebuild(con))
                 db.ensure_schema(con, self.path)
-                migrate.finish_upgrade(con, lambda: _rebuild(con))
+                migrate.finish_upgrade(con, lambda: rebuild(con))
                 db.check_readable(con)  # no write into a store that cannot be read back
                 yield con
             finally:
@@ -170,8 +161,7 @@ class Store:
     def _read(self) -> Iterator[duckdb.DuckDBPyConnection]:
         con = self._connect(read_only=True)
         try:
-            db.check_version(self.path, db.stored_version(con))
-            if db.pending_schema_files(con) or migrate.upgrade_pending(con):
+            if db.upgrade_due(con, self.path):
                 con.close()
                 with self.writer():
                     pass
@@ -222,6 +212,12 @@ class Store:
         Raises:
             InputError: a path does not exist or matches nothing (checked before writing).
         """
+        from recstore.formats.reader import iter_sources
+        from recstore.process import worker_pool
+        from recstore.store import agentuse_ingest, otlp_io
+        from recstore.store.ingest import BatchWriter
+        from recstore.store.prepare import Preparer, default_workers
+
         trees, paths = agentuse_ingest.split_paths(paths, format)
         sources = (
             list(iter_sources(paths, max_record_bytes=max_record_bytes))
@@ -259,6 +255,8 @@ class Store:
                 link.get("parent_run_key") or link.get("parent_run_id")
             ):
                 raise InputError("lineage rows need 'relation' and a parent", source=source_uri)
+        from recstore.store.ingest import BatchWriter
+
         with self.writer() as con:
             with BatchWriter(con, tags=tags) as writer:
                 return writer.ingest_sources([_RecordsSource(source_uri, records)], lineage)
@@ -268,36 +266,29 @@ class Store:
         run_keys: Iterable[str],
         set_tags: dict[str, str] | None = None,
         remove: Iterable[str] = (),
-    ) -> IngestSummary:
+    ) -> TagSummary:
         """Set and remove tags of stored runs, as ``tags_changed`` events in their streams (runs
-        whose tags would not change get none). ``summary.tagged`` counts the runs changed.
+        whose tags would not change get none). ``summary.tagged`` counts the runs changed,
+        ``summary.changes`` which values each tag went from and to (``recstore.store.tagging``).
 
         Raises:
             NotFoundError: a run key is not stored.
         """
+        from recstore.store.ingest import BatchWriter
+        from recstore.store.tagging import tag_runs
+
         set_tags = dict(set_tags or {})
         remove = sorted(set(remove) - set(set_tags))
         change = {"set": set_tags, **({"remove": remove} if remove else {})}
         with self.writer() as con, BatchWriter(con) as writer:
-            source_id = writer.open_source("tag", "records")
-            for key in run_keys:
-                state = writer.current(key)
-                if state is None:
-                    raise NotFoundError(f"no stored run {key!r}")
-                tags = fold_tags([{"set": loads_json(state.tags_json)}, change])
-                tags_json = dumps_json(tags)
-                if tags_json != state.tags_json:
-                    writer.tag_run(
-                        key, state, Event(TAGS_EVENT, None, None, dumps_json(change)), tags_json,
-                        source_id,
-                    )
-            writer.flush()
-            return writer.summary
+            return tag_runs(writer, run_keys, change)
 
     def rebuild(self, progress: Progress = NO_PROGRESS) -> int:
         """Recompute every projection from the event log alone; returns the number of runs."""
+        from recstore.store.rebuild import rebuild
+
         with self.writer() as con:
-            return _rebuild(con, progress)
+            return rebuild(con, progress)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -323,7 +314,9 @@ class Store:
         with self.reader() as con:
             key = _resolve(con, run_ref)
             if key.startswith("agentuse:"):  # a file-event stream: fold every revision
-                return agentuse_ingest.stored_record(con, key, revision)
+                from recstore.store.agentuse_ingest import stored_record
+
+                return stored_record(con, key, revision)
             if revision is None:
                 row = con.execute(
                     "SELECT first_seq, last_seq FROM streams WHERE stream_key = ? "
@@ -418,22 +411,15 @@ class Store:
         return report
 
     def _verify(self, report: VerifyReport, progress: Progress) -> None:
+        from recstore.store.rebuild import STORE_CATALOG, check_log
+
         with self.reader():  # upgrades an older store before it is attached read-only
             pass
         with self._store_errors():
-            con = db.connect_attached(self.path, _STORE_CATALOG, lock_timeout=self.lock_timeout,
+            con = db.connect_attached(self.path, STORE_CATALOG, lock_timeout=self.lock_timeout,
                                       on_wait=self.on_lock_wait)
         try:
-            report.streams, report.events = con.execute(
-                "SELECT count(DISTINCT stream_key), count(*) FROM events"
-            ).fetchone()
-            report.problems.extend(_chain_problems(con))
-            report.problems.extend(_batch_problems(con))
-            for table in PROJECTION_TABLES:
-                con.execute(f"CREATE TABLE memory.main.{table} AS SELECT * FROM {table} LIMIT 0")
-            report.runs = _project_log(con, catalog="memory", log_catalog=_STORE_CATALOG,
-                                       progress=progress)
-            report.problems.extend(_projection_problems(con))
+            check_log(con, report, progress)
         except duckdb.Error as exc:
             problem = db.store_error(exc, self.path)
             if problem is None:
@@ -456,6 +442,11 @@ def read_runs(
     Raises:
         NotFoundError: a run key is not stored (before any run is read).
     """
+    import pyarrow as pa
+
+    from recstore.store import agentuse_ingest
+    from recstore.store.tables import registered
+
     # Registered rather than found by a replacement scan: a locked-down reader (no external
     # access, as a served store's are) has no replacement scans.
     wanted = pa.table({"pos": pa.array(range(len(run_keys)), pa.int64()),
@@ -511,189 +502,3 @@ def _resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:
         shown = ", ".join(k for (k,) in matches[:5])
         raise InputError(f"{ref!r} matches several runs ({shown}, ...); give more of the id")
     return matches[0][0]
-
-
-def _rebuild(con: duckdb.DuckDBPyConnection, progress: Progress = NO_PROGRESS) -> int:
-    """Replace every projection row by a projection of the log, in one transaction."""
-    with db.transaction(con):
-        for table in PROJECTION_TABLES:
-            con.execute(f"DELETE FROM {table}")
-        runs = _project_log(con, catalog=None, progress=progress)
-    return runs
-
-
-def _project_log(
-    con: duckdb.DuckDBPyConnection,
-    catalog: str | None,
-    log_catalog: str | None = None,
-    progress: Progress = NO_PROGRESS,
-) -> int:
-    """Project the current revision of every stream from its events (in ``log_catalog``, default
-    the connection's own) into the projection tables of ``catalog``."""
-    cur = con.cursor()  # streams the log while ``con`` inserts
-    cur.execute("SET enable_progress_bar = false")  # a cursor does not inherit it
-    if log_catalog:
-        cur.execute(f"USE {log_catalog}")
-    tags = dict(
-        cur.execute(
-            "SELECT stream_key, list(payload ORDER BY seq) FROM events WHERE type = ? GROUP BY 1",
-            [TAGS_EVENT],
-        ).fetchall()
-    )
-    ((total,),) = cur.execute("SELECT count(DISTINCT stream_key) FROM streams").fetchall()
-    cur.execute(
-        """
-        WITH current AS (
-            SELECT stream_key, max(revision) AS revision FROM streams GROUP BY stream_key
-        )
-        SELECT s.stream_key, s.run_id, s.format, s.revision, s.source_id, s.line, s.batch_id,
-               s.first_seq, s.last_seq, e.seq, e.type, e.idx, e.turn, e.payload
-        FROM streams s
-        JOIN current c USING (stream_key, revision)
-        JOIN events e ON e.seq BETWEEN s.first_seq AND s.last_seq
-        ORDER BY e.seq
-        """
-    )
-    log = con.cursor()  # agentuse streams fold the files of every revision, read through this
-    if log_catalog:
-        log.execute(f"USE {log_catalog}")
-    pending: dict[tuple[str, int], list[tuple]] = {}
-    columns: dict = {}
-    runs = 0
-    for head, events in _group_streams(cur):
-        key, run_id, fmt, revision, source_id, line, batch_id, first_seq, last_seq = head
-        changes = [loads_json(p) for p in tags.get(key, ())]
-        ctx = RunContext(
-            key, run_id, fmt, revision, dumps_json(fold_tags(changes)), source_id, line,
-            batch_id, first_seq, last_seq,
-        )
-        if fmt == "agentuse":
-            rows = agentuse_ingest.project_stream(log, ctx)
-        else:
-            rows = project_record(events_to_record(events), ctx)
-        for table, table_rows in rows.items():
-            for row in table_rows:
-                pending.setdefault((table, len(row)), []).append(row)
-        runs += 1
-        progress.update(runs, total)
-        if runs % _REBUILD_CHUNK == 0:
-            _flush(con, pending, catalog, columns)
-    _flush(con, pending, catalog, columns)
-    cur.close()
-    log.close()
-    return runs
-
-
-def _group_streams(cur: duckdb.DuckDBPyConnection) -> Iterator[tuple[tuple, list[Event]]]:
-    """Consecutive event rows of one stream revision -> (stream columns, events)."""
-    head: tuple | None = None
-    events: list[Event] = []
-    while batch := cur.fetchmany(10_000):
-        for row in batch:
-            if head is None or row[7] != head[7]:  # first_seq identifies the revision
-                if head is not None:
-                    yield head, events
-                head, events = row[:9], []
-            events.append(Event(row[10], row[11], row[12], row[13]))
-    if head is not None:
-        yield head, events
-
-
-def _flush(
-    con: duckdb.DuckDBPyConnection,
-    pending: dict[tuple[str, int], list[tuple]],
-    catalog: str | None,
-    columns: dict,
-) -> None:
-    for (table, width), rows in pending.items():
-        insert_columns(con, table, columns_for(table, width), rows, catalog, columns_cache=columns)
-        rows.clear()
-
-
-def _chain_problems(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Walk the batch hash chain: recompute each batch's digests in SQL and its hash here."""
-    problems: list[str] = []
-    batches = con.execute(
-        "SELECT batch_id, event_count, prev_hash, hash FROM batches ORDER BY batch_id"
-    ).fetchall()
-    previous: bytes | None = None
-    for batch_id, event_count, prev_hash, digest in batches:
-        found, events_digest = con.execute(
-            f"SELECT count(*), {EVENTS_DIGEST_SQL} "
-            "FROM events WHERE batch_id = ?",
-            [batch_id],
-        ).fetchone()
-        (streams_digest,) = con.execute(
-            f"SELECT sha256(string_agg({STREAM_LINE_SQL}, '' ORDER BY first_seq)) "
-            "FROM streams WHERE batch_id = ?",
-            [batch_id],
-        ).fetchone()
-        if (None if prev_hash is None else bytes(prev_hash)) != previous:
-            problems.append(f"batch {batch_id}: does not link to the batch before it")
-        if found != event_count:
-            problems.append(f"batch {batch_id}: expected {event_count} events, found {found}")
-        expected = batch_hash(
-            previous, batch_id, found, events_digest or EMPTY_DIGEST,
-            streams_digest or EMPTY_DIGEST,
-        )
-        if expected != bytes(digest):
-            problems.append(
-                f"batch {batch_id}: hash does not match its events and streams (changed log)"
-            )
-        previous = bytes(digest)
-        if len(problems) >= 20:
-            break
-    return problems
-
-
-# (table, column, referenced table, referenced column): every reference the log holds.
-_REFERENCES = [
-    (table, column, target, column)
-    for table in ("events", "streams", "rejects", "lineage_log", "source_results")
-    for column, target in (("source_id", "source_files"), ("batch_id", "batches"))
-] + [("source_files", "batch_id", "batches", "batch_id")]
-
-
-def _batch_problems(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Every row of the log points at a committed batch and a recorded source, and every
-    revision has all its events."""
-    problems = []
-    for table, column, target, target_column in _REFERENCES:
-        problems.extend(
-            f"{table}: {column} {value} has no {target} row"
-            for (value,) in con.execute(
-                f"SELECT DISTINCT {column} FROM {table} "
-                f"WHERE {column} NOT IN (SELECT {target_column} FROM {target}) LIMIT 5"
-            ).fetchall()
-        )
-    problems.extend(
-        f"stream {key} revision {rev}: expected {want} events, found {got}"
-        for key, rev, want, got in con.execute(
-            """
-            SELECT s.stream_key, s.revision, s.event_count, count(e.seq)
-            FROM streams s LEFT JOIN events e
-              ON e.seq BETWEEN s.first_seq AND s.last_seq AND e.stream_key = s.stream_key
-            GROUP BY ALL HAVING count(e.seq) <> s.event_count LIMIT 20
-            """
-        ).fetchall()
-    )
-    return problems
-
-
-def _projection_problems(con: duckdb.DuckDBPyConnection) -> list[str]:
-    problems = []
-    for table in PROJECTION_TABLES:
-        extra, missing = con.execute(
-            f"""
-            SELECT (SELECT count(*) FROM (SELECT * FROM {_STORE_CATALOG}.main.{table}
-                        EXCEPT ALL SELECT * FROM memory.main.{table})),
-                   (SELECT count(*) FROM (SELECT * FROM memory.main.{table}
-                        EXCEPT ALL SELECT * FROM {_STORE_CATALOG}.main.{table}))
-            """
-        ).fetchone()
-        if extra or missing:
-            problems.append(
-                f"projection {table.removeprefix('proj_')}: {extra} stored rows a rebuild does "
-                f"not produce, {missing} rebuilt rows missing from the store"
-            )
-    return problems

@@ -95,8 +95,10 @@ def case_signals(spec: SweepSpec, source: dict, replay: dict | None, comparison:
     summary = comparison["summary"]
     watched = set(spec.classify.tools)
     called = {call["name"] for call in extract_tool_calls(replay)}
+    alike = failed_alike(source, replay)
     checks = {
-        "candidate_failed": replay.get("status") == "failed" and not failed_alike(source, replay),
+        "candidate_failed": replay.get("status") == "failed" and not alike,
+        "still_failing": alike,
         "status_changed": source.get("status") != replay.get("status"),
         "tool_drift": any(not watched or tool in watched for tool in drift),
         "tool_calls_changed": not summary["sameToolCallShape"],

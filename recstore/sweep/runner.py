@@ -66,6 +66,8 @@ class SweepRun:
     processed: int = 0  # cases finished by this call
     recovered: int = 0  # cases whose replay was already stored (a crash between two writes)
     counts: dict[str, int] = field(default_factory=lambda: {"pass": 0, "warn": 0, "fail": 0})
+    # cases (of any outcome) whose replay failed as their source did: reproduced, not regressed
+    still_failing: int = 0
     seconds: float = 0.0
     compared: dict = field(default_factory=dict)  # CompareSpec.compared(): what was compared
     usage: dict = field(default_factory=dict)  # run_usage(): model requests and tokens of the run
@@ -85,8 +87,10 @@ class SweepRun:
         """One line for people and scheduler logs."""
         c = self.counts
         verb = "resumed" if self.resumed else "ran"
+        still = (f"; still failing {self.still_failing} (failed as their source did)"
+                 if self.still_failing else "")
         return (f"sweep {self.label} ({verb}): {self.case_count} cases, "
-                f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail")
+                f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail{still}")
 
     def to_json(self) -> dict:
         """JSON form for ``--json``."""
@@ -100,6 +104,7 @@ class SweepRun:
             "processed": self.processed,
             "recovered": self.recovered,
             "counts": self.counts,
+            "still_failing": self.still_failing,
             "compared": self.compared,
             "usage": self.usage,
             "live": self.live,
@@ -188,7 +193,7 @@ def run_sweep(
             writer.flush()
         result.live = stats.to_json()
         _end_run(store, run_id, "finished", None)
-        result.counts = _outcome_counts(store, run_id)
+        result.counts, result.still_failing = _outcome_counts(store, run_id)
         result.usage = run_usage(store, run_id)
     result.seconds = time.perf_counter() - started
     return result
@@ -587,13 +592,18 @@ def run_usage(store: Any, run_id: int) -> dict:
     return {name: int(value or 0) for name, value in zip(names, row, strict=True)}
 
 
-def _outcome_counts(store: Any, run_id: int) -> dict[str, int]:
+def _outcome_counts(store: Any, run_id: int) -> tuple[dict[str, int], int]:
+    """Cases per outcome, and the cases that raised ``still_failing``."""
     with store.reader() as con:
         rows = con.execute(
             "SELECT outcome, count(*) FROM sweep_case_results WHERE sweep_run_id = ? GROUP BY 1",
             [run_id],
         ).fetchall()
-    return {"pass": 0, "warn": 0, "fail": 0} | dict(rows)
+        (still,) = con.execute(
+            "SELECT count(*) FROM sweep_case_results WHERE sweep_run_id = ? "
+            "AND list_contains(CAST(signals AS VARCHAR[]), 'still_failing')", [run_id],
+        ).fetchone()
+    return {"pass": 0, "warn": 0, "fail": 0} | dict(rows), still
 
 
 def _json_or_none(value: Any) -> str | None:

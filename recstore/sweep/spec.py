@@ -25,6 +25,8 @@ SIGNALS: dict[str, str] = {
     "replay_error": "the replay did not complete (strict miss, policy throw, candidate error)",
     "candidate_failed": "the replay run ended with status 'failed', unless the source failed the "
                         "same way (same errorName and errorMessage)",
+    "still_failing": "the replay failed the same way its source did (same errorName and "
+                     "errorMessage); counted apart, and in fail_on it fails every failed replay",
     "status_changed": "source and replay statuses differ (completed <-> failed)",
     "tool_drift": "tool calls changed (added, removed or different arguments) on a watched tool",
     "tool_calls_changed": "the tool-call shape differs (any tool)",
@@ -39,6 +41,7 @@ SIGNALS: dict[str, str] = {
 SignalName = Literal[
     "replay_error",
     "candidate_failed",
+    "still_failing",
     "status_changed",
     "tool_drift",
     "tool_calls_changed",

@@ -1,0 +1,131 @@
+"""A read command imports what it needs when it needs it (issue 27.1): the real CLI, traced
+with ``python -X importtime``, on a real store. How fast they start is measured side by side
+with a one-line duckdb script by benchmarks/bench_startup.py, not asserted here."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from recstore.query.api import CompiledQuery, execute
+from recstore.query.guard import guard_sql
+from recstore.query.output import write_result
+from recstore.query.views import default_catalog
+
+from .conftest import imported_modules, run_cli
+
+# What a read never needs: Arrow (and numpy under it), the record models, the ingest stack, and
+# the Spark dialect of sqlglot (only `--dialect spark` and the Spark engine print it).
+NEVER_ON_READ = {"pyarrow", "numpy", "pandas.core", "pydantic", "recstore.store.ingest",
+                 "recstore.store.batches", "recstore.store.prepare", "recstore.store.projection",
+                 "recstore.store.agentuse_ingest", "recstore.formats.aioc",
+                 "recstore.replay.harness", "sqlglot.dialects.spark", "sqlglot.dialects.spark2",
+                 "sqlglot.dialects.hive"}
+# `recstore query "SELECT 1"` imported 539 modules before issue 27.1 and ~355 after; the ceiling
+# leaves room for other Python and library versions, not for the ingest stack (~200 modules).
+QUERY_CEILING = 430
+HELP_CEILING = 220
+
+
+def _forbidden(modules: set[str], names: set[str]) -> set[str]:
+    return {m for m in modules if m in names or any(m.startswith(f"{n}.") for n in names)}
+
+
+@pytest.fixture(scope="module")
+def db(fixture_store) -> str:
+    return str(fixture_store.path)
+
+
+@pytest.fixture(scope="module")
+def run_key(fixture_store) -> str:
+    with fixture_store.reader() as con:
+        return con.execute("SELECT run_key FROM runs ORDER BY run_key LIMIT 1").fetchone()[0]
+
+
+def test_a_plain_sql_query_imports_neither_arrow_nor_the_ingest_nor_the_dsl(db):
+    modules = imported_modules("--db", db, "query", "SELECT 1")
+    assert {"duckdb", "sqlglot", "recstore.query.guard"} <= modules  # the trace is read right
+    assert _forbidden(modules, NEVER_ON_READ | {"recstore.query.dsl",
+                                                "recstore.query.dialects"}) == set()
+    assert len(modules) <= QUERY_CEILING
+
+
+def test_a_dsl_query_imports_the_dsl_but_not_the_ingest(db):
+    modules = imported_modules("--db", db, "query",
+                               "status = 'completed' fields run_key, agent limit 3")
+    assert "recstore.query.dsl" in modules
+    assert _forbidden(modules, NEVER_ON_READ) == set()
+
+
+@pytest.mark.parametrize("command", [["runs"], ["show", "RUN", "--no-pager"], ["rejects"],
+                                     ["lineage", "RUN"], ["schema"]], ids=" ".join)
+def test_a_read_command_imports_no_query_compiler_and_no_ingest(db, run_key,
+                                                                 command):
+    args = [run_key if a == "RUN" else a for a in command]
+    modules = imported_modules("--db", db, *args)
+    assert "duckdb" in modules
+    assert _forbidden(modules, NEVER_ON_READ | {"sqlglot"}) == set()
+
+
+@pytest.mark.parametrize("command", ["query", "runs", "show", "schema", "rejects", "lineage"])
+def test_help_of_a_read_command_opens_nothing(command):
+    modules = imported_modules(command, "--help")
+    assert f"recstore.cli.{'replay' if command == 'lineage' else 'store'}_cmds" in modules or (
+        "recstore.cli.query_cmds" in modules)
+    assert _forbidden(modules, NEVER_ON_READ | {"duckdb", "sqlglot"}) == set()
+    assert len(modules) <= HELP_CEILING
+
+
+def test_a_query_of_timestamps_still_streams_arrow_without_pandas(db):
+    """Dates and timestamps take the Arrow path (see output.plain_type), and the CLI answers
+    pyarrow's pandas probe when pyarrow loads that late."""
+    modules = imported_modules("--db", db, "query",
+                               "SELECT run_key, started FROM runs LIMIT 2")
+    assert "pyarrow" in modules
+    assert not {m for m in modules if m.startswith("pandas.")}
+
+
+# One column of each type the row path takes (output.plain_type), with the values that differ
+# most easily between DuckDB's and Arrow's conversions.
+_PLAIN = ("SELECT * FROM (VALUES "
+          "(true, 1::TINYINT, -2::SMALLINT, 3::INTEGER, 9223372036854775807::BIGINT, "
+          "255::UTINYINT, 18446744073709551615::UBIGINT, 1.1::FLOAT, 1e300::DOUBLE, "
+          "'nan'::DOUBLE, 12345.678::DECIMAL(18,3), 'x\u00e9\u4e2d'::VARCHAR, "
+          "'{\"a\": [1, 2]}'::JSON, '\\x00\\xff'::BLOB, [1, NULL, 3], ['a', 'b'], NULL), "
+          "(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+          "NULL, NULL, NULL)) t(b, ti, si, i, bi, ut, ub, f, d, nan, dec, s, j, bl, li, ls, n)")
+
+
+def _plain_query() -> CompiledQuery:
+    return CompiledQuery(guard_sql(_PLAIN, default_catalog()), "sql", default_catalog())
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "ndjson", "csv"])
+def test_rows_without_arrow_write_what_arrow_batches_write(tmp_path, fmt):
+    con = duckdb.connect()
+    query = _plain_query()
+    texts = {}
+    for arrow in (True, False):
+        result = execute(con, query, batch_rows=1, arrow=arrow)
+        assert (result.schema is None) is not arrow  # each path is the one asked for
+        out = tmp_path / f"{fmt}-{arrow}.txt"
+        assert write_result(result, fmt, out) == 2
+        texts[arrow] = out.read_text(encoding="utf-8")
+    assert texts[False] == texts[True]
+
+
+def test_rows_without_arrow_are_arrow_s_values():
+    con = duckdb.connect()
+    query = _plain_query()
+    rows = {arrow: list(execute(con, query, arrow=arrow).rows()) for arrow in (True, False)}
+    assert repr(rows[False]) == repr(rows[True])
+
+
+def test_a_cli_query_of_plain_columns_prints_as_before(db):
+    """--max-rows and --columns work on rows as on Arrow batches."""
+    done = run_cli(db, "query", "SELECT agent, count(*) AS n FROM runs GROUP BY ALL "
+                   "ORDER BY n DESC, agent", "--max-rows", "1", "--columns", "n",
+                   "--format", "csv")
+    assert done.returncode == 2, done.stderr
+    assert done.stdout.splitlines()[0] == "n" and len(done.stdout.splitlines()) == 2
+    assert "stopped at --max-rows 1" in done.stderr
