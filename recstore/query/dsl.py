@@ -45,6 +45,7 @@ from sqlglot import exp
 
 from recstore.errors import DslError
 from recstore.query.views import Catalog, View, default_catalog
+from recstore.store.db import row_limit
 
 # Short names users reach for; each maps to the real column or relation.
 FIELD_ALIASES = {"tag": "tags", "args": "arguments", "meta": "metadata"}
@@ -97,6 +98,10 @@ def tokenize(text: str) -> list[Token]:
             kind, value = "keyword", value.lower()
         elif kind == "name" and value.startswith("`"):
             value = value[1:-1]
+        elif kind in ("number", "duration") and not value.isascii():
+            # \d matches every script's digits, and SQL would read "١٠" as a column name
+            raise DslError(f"{value!r} uses digits other than 0-9; write numbers in ASCII", text,
+                           match.start(), match.end())
         if kind != "ws":
             tokens.append(Token(kind, value, match.start(), match.end()))
         pos = match.end()
@@ -186,7 +191,7 @@ class _Parser:
             limit = self.expect("number", what="a row count after limit")
             if not limit.value.isdigit():
                 self.fail("limit takes a whole number", limit)
-            select = select.limit(int(limit.value))
+            select = select.limit(row_limit(int(limit.value)))
         if not self.at("end"):
             self.fail(f"unexpected {self.describe(self.tok)}; expected and, or, fields, "
                       "order by, limit or the end")
@@ -355,7 +360,10 @@ class _Parser:
         elif token.kind == "number":
             expr, kind = exp.Literal.number(token.value), "number"
         elif token.kind == "duration":
-            expr, kind = _timestamp(self.now + _duration(token.value)), "time"
+            try:
+                expr, kind = _timestamp(_shifted(self.now, token.value)), "time"
+            except ValueError as exc:
+                self.fail(str(exc))
         elif token.kind == "keyword" and token.value in ("true", "false"):
             expr, kind = exp.Boolean(this=token.value == "true"), "bool"
         elif token.kind == "keyword" and token.value == "null":
@@ -494,28 +502,42 @@ def python_literal(value: Any) -> tuple[exp.Expression, str]:
 
 
 def relative_time(text: str, now: datetime) -> datetime | None:
-    """``-7d`` / ``+2h`` relative to ``now``, or None when ``text`` is not a relative time."""
-    if not re.fullmatch(r"[+-]\d+(?:\.\d+)?[smhdw]", text.strip()):
+    """``-7d`` / ``+2h`` relative to ``now``, or None when ``text`` is not a relative time.
+
+    Raises:
+        ValueError: the time it names falls outside the calendar (years 1 to 9999).
+    """
+    if not re.fullmatch(r"[+-]\d+(?:\.\d+)?[smhdw]", text.strip(), re.ASCII):
         return None
-    return now + _duration(text.strip())
+    return _shifted(now, text.strip())
 
 
 def parse_timestamp(text: str, now: datetime | None = None) -> datetime:
     """An ISO time (with or without offset) or a relative one (``-7d``), as naive UTC.
 
     Raises:
-        ValueError: ``text`` is neither.
+        ValueError: ``text`` is neither, or names a time outside years 1 to 9999; the message
+            says which in one line.
     """
     now = now or datetime.now(UTC).replace(tzinfo=None)
     relative = relative_time(text, now)
     if relative is not None:
         return relative
-    value = datetime.fromisoformat(text.strip())
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"expected an ISO time or a relative one such as -7d, got {text!r}"
+                         ) from None
     return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
 
 
-def _duration(text: str) -> timedelta:
-    return timedelta(**{_TIME_UNITS[text[-1]]: float(text[:-1])})
+def _shifted(now: datetime, duration: str) -> datetime:
+    """``now`` moved by ``duration`` (``-7d``). Python's dates end at years 1 and 9999, so a
+    duration past them is a ValueError naming it rather than an OverflowError."""
+    try:
+        return now + timedelta(**{_TIME_UNITS[duration[-1]]: float(duration[:-1])})
+    except OverflowError:
+        raise ValueError(f"relative time {duration} falls outside the years 1 to 9999") from None
 
 
 def _timestamp(value: datetime) -> exp.Expression:

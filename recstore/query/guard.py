@@ -19,7 +19,8 @@ from collections.abc import Iterator
 import duckdb
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import OptimizeError, ParseError
+from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.errors import OptimizeError, ParseError, SqlglotError, TokenError
 from sqlglot.optimizer.qualify import qualify
 
 from recstore.errors import InputError, QueryRefused
@@ -37,6 +38,14 @@ _FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = tuple(
     )
     if hasattr(exp, name)
 )
+
+# The JSON path parts sqlglot's DuckDB printer writes (with the root and subscripts that hold them).
+_JSON_PATH_PARTS = frozenset(DuckDB.generator_class.SUPPORTED_JSON_PATH_PARTS)
+_JSON_PATH_PART_NAMES = {
+    "JSONPathRecursive": "recursive descent (..)", "JSONPathSlice": "a slice ([a:b])",
+    "JSONPathSelector": "a filter ([?(...)])", "JSONPathFilter": "a filter ([?(...)])",
+    "JSONPathScript": "a script ([(...)])", "JSONPathUnion": "a union ([a,b])",
+}
 
 _SQL_FIRST_WORDS = frozenset(
     """select with from values table pivot unpivot drop insert update delete create alter copy
@@ -59,6 +68,8 @@ def parse_single_query(sql: str) -> exp.Query:
     try:
         with _CommandFallbackAsError():
             statements = [s for s in sqlglot.parse(sql, read="duckdb") if s is not None]
+    except TokenError as exc:
+        raise QueryRefused(f"could not read SQL: {_token_problem(exc)}") from None
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
@@ -69,6 +80,15 @@ def parse_single_query(sql: str) -> exp.Query:
     if not isinstance(tree, exp.Query):
         raise QueryRefused(f"only queries may run, not {_kind(tree)}")
     return tree
+
+
+def _token_problem(exc: TokenError) -> str:
+    """What sqlglot's tokenizer stopped at, in one line: an unclosed quote names its quote
+    character, anything else quotes the text around where it stopped."""
+    missing = re.match(r"Missing (\S+) from", str(exc.__cause__ or ""))
+    if missing:
+        return f"a {missing.group(1)} quote is never closed (a string, quoted name or $$ block)"
+    return f"stopped near {str(exc).removeprefix('Error tokenizing ')}".replace("\n", "\\n")
 
 
 def check_nodes(tree: exp.Expression) -> None:
@@ -83,7 +103,21 @@ def check_functions(tree: exp.Expression) -> None:
     :mod:`recstore.query.functions`), checked on DuckDB's parse of the SQL that runs."""
     if tree.find(exp.Placeholder):  # $name binds to a literal later; DuckDB parses it as NULL
         tree = tree.transform(lambda n: exp.null() if isinstance(n, exp.Placeholder) else n)
-    check_calls(tree.sql(dialect="duckdb", comments=False))
+    with refuse_unprintable("duckdb"):
+        sql = tree.sql(dialect="duckdb", comments=False)
+    check_calls(sql)
+
+
+def check_json_paths(tree: exp.Expression) -> None:
+    """Every JSON path uses only the parts DuckDB's SQL printer writes back (keys, ``[N]``,
+    ``[*]``): sqlglot parses more (``$..x``, ``[1:2]``, ``[?(...)]``, ``[0,1]``), then fails to
+    print some and silently drops others, so the query that ran would not be the one asked."""
+    for path in tree.find_all(exp.JSONPath):
+        for part in path.find_all(exp.JSONPathPart):
+            if type(part) not in _JSON_PATH_PARTS:
+                what = _JSON_PATH_PART_NAMES.get(type(part).__name__, type(part).__name__)
+                raise QueryRefused(f"JSON path {path.sql()} uses {what}, which is not supported "
+                                   "(use keys, [N] and [*])")
 
 
 def check_tables(tree: exp.Expression, catalog: Catalog) -> None:
@@ -159,6 +193,7 @@ def guard_sql(sql: str, catalog: Catalog) -> exp.Query:
     """
     tree = parse_single_query(sql)
     check_nodes(tree)
+    check_json_paths(tree)  # before check_functions prints the tree: a path may not print
     check_functions(tree)
     check_tables(tree, catalog)
     check_columns(tree, catalog)
@@ -175,6 +210,19 @@ def refuse_deep_nesting() -> Iterator[None]:
     except RecursionError:
         raise InputError("query too deeply nested (parentheses, subqueries or conditions); "
                          "flatten it, for example with CTEs") from None
+
+
+@contextlib.contextmanager
+def refuse_unprintable(dialect: str) -> Iterator[None]:
+    """Turn sqlglot's failure to print a parsed construct in ``dialect`` (a ``ValueError``
+    such as "Unsupported expression type X") into one clear error: the query cannot run as
+    checked, so it is refused rather than shown as a traceback."""
+    try:
+        yield
+    except (ValueError, SqlglotError) as exc:
+        raise QueryRefused(f"sqlglot cannot write this query as {dialect} SQL: "
+                           f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                           ) from None
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:

@@ -50,12 +50,24 @@ __all__ = [
     "apply_schema_files",
     "pending_schema_files",
     "refresh_views",
+    "row_limit",
     "schema_files",
     "store_error",
     "stored_version",
     "transaction",
     "upgrade_due",
 ]
+
+# DuckDB's LIMIT is a BIGINT; a larger row count asks for every row.
+_MAX_LIMIT = 2**63 - 1
+
+
+def row_limit(limit: int | None) -> int | None:
+    """``limit`` as DuckDB's ``LIMIT`` takes it: a count past BIGINT (``--limit
+    99999999999999999999999``) is clamped, since no store holds that many rows, instead of
+    failing DuckDB's conversion."""
+    return None if limit is None else min(limit, _MAX_LIMIT)
+
 
 _SCHEMA_FILE = re.compile(r"(\d{3})_[\w-]+\.sql\Z")
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")

@@ -357,7 +357,7 @@ class Store:
             cur = con.execute(
                 "SELECT run_key, revision, status, agent, model, started_text, item_count, "
                 "tool_call_count, request_count FROM runs ORDER BY last_seq DESC LIMIT ?",
-                [limit],
+                [db.row_limit(limit)],
             )
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
@@ -377,7 +377,7 @@ class Store:
                 "SELECT reject_id, source_uri, line, reason, path, raw_text, raw_size, "
                 "rejected_at FROM rejects WHERE ? IS NULL OR rejected_at >= ? "
                 "ORDER BY reject_id LIMIT ?",
-                [since, since, limit],
+                [since, since, db.row_limit(limit)],
             )
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
