@@ -105,7 +105,7 @@ def compile_dsl(text: str, catalog: Catalog | None = None,
 
 def bind_placeholders(tree: exp.Query, params: Mapping[str, Any]) -> exp.Query:
     """Replace ``$name`` / ``:name`` placeholders by literals (never by SQL text)."""
-    def bind(node: exp.Expression) -> exp.Expression:
+    def bind(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Placeholder):
             name = node.name
             if not name:
@@ -119,7 +119,9 @@ def bind_placeholders(tree: exp.Query, params: Mapping[str, Any]) -> exp.Query:
             return python_literal(params[name])[0]
         return node
 
-    return tree.transform(bind)
+    bound = tree.transform(bind)
+    assert isinstance(bound, exp.Query)  # only placeholders, never the root, are replaced
+    return bound
 
 
 def open_reader(store: Store) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
@@ -179,7 +181,7 @@ class _RowReader:
     def __init__(self, cursor: duckdb.DuckDBPyConnection, sql: str, batch_rows: int):
         self._cursor = cursor.execute(sql)
         self._batch_rows = batch_rows
-        self._first = cursor.fetchmany(batch_rows)
+        self._first: list[tuple[Any, ...]] | None = cursor.fetchmany(batch_rows)
 
     def __iter__(self) -> Iterator[RowBatch]:
         rows, self._first = self._first, None

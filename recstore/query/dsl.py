@@ -39,7 +39,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlglot import exp
 
@@ -121,7 +121,7 @@ class _Scope:
 class _Operand:
     """A compiled operand plus what comparisons need to know about it."""
 
-    expr: exp.Expression
+    expr: exp.Expr
     kind: str  # column | json | literal | aggregate | predicate
     type: str = ""  # DuckDB type of a column; literal kind for literals
     start: int = 0
@@ -160,7 +160,7 @@ class _Parser:
             self.fail(f"expected {what or value or kind}, found {self.describe(self.tok)}")
         return self.next()
 
-    def fail(self, problem: str, token: Token | None = None) -> None:
+    def fail(self, problem: str, token: Token | None = None) -> NoReturn:
         token = token or self.tok
         raise DslError(problem, self.text, token.start, token.end)
 
@@ -203,7 +203,7 @@ class _Parser:
     def at_clause(self) -> bool:
         return self.at("keyword") and self.tok.value in ("fields", "order", "limit")
 
-    def fields(self, scope: _Scope) -> list[exp.Expression]:
+    def fields(self, scope: _Scope) -> list[exp.Expr]:
         if self.accept("punct", "*"):
             return [_star(scope)]
         out = []
@@ -218,8 +218,8 @@ class _Parser:
             if not self.accept("punct", ","):
                 return out
 
-    def orderings(self, scope: _Scope) -> list[exp.Expression]:
-        out = []
+    def orderings(self, scope: _Scope) -> list[exp.Expr]:
+        out: list[exp.Expr] = []
         while True:
             expr = self.operand(scope).expr
             desc = bool(self.accept("keyword", "desc"))
@@ -231,19 +231,19 @@ class _Parser:
                 return out
 
     # -- conditions ---------------------------------------------------------------------------
-    def condition(self, scope: _Scope) -> exp.Expression:
+    def condition(self, scope: _Scope) -> exp.Expr:
         left = self.and_condition(scope)
         while self.accept("keyword", "or"):
             left = exp.Or(this=left, expression=self.and_condition(scope))
         return left
 
-    def and_condition(self, scope: _Scope) -> exp.Expression:
+    def and_condition(self, scope: _Scope) -> exp.Expr:
         left = self.not_condition(scope)
         while self.accept("keyword", "and"):
             left = exp.And(this=left, expression=self.not_condition(scope))
         return left
 
-    def not_condition(self, scope: _Scope) -> exp.Expression:
+    def not_condition(self, scope: _Scope) -> exp.Expr:
         if self.accept("keyword", "not"):
             return exp.not_(self.not_condition(scope))
         if self.at("punct", "("):
@@ -253,7 +253,7 @@ class _Parser:
             return exp.paren(inner, copy=False)
         return self.predicate(scope)
 
-    def predicate(self, scope: _Scope) -> exp.Expression:
+    def predicate(self, scope: _Scope) -> exp.Expr:
         first = self.tok
         left = self.operand(scope)
         if self.at("op"):
@@ -264,7 +264,7 @@ class _Parser:
         if self.accept("keyword", "is"):
             is_not = bool(self.accept("keyword", "not"))
             self.expect("keyword", "null", "null after is")
-            test = exp.Is(this=left.expr, expression=exp.Null())
+            test: exp.Expr = exp.Is(this=left.expr, expression=exp.Null())
             return exp.not_(test) if is_not != negated else test
         if self.accept("keyword", "in"):
             values = self.literal_list(left)
@@ -284,7 +284,7 @@ class _Parser:
                   "(=, !=, <, <=, >, >=, in, like, is null)", self.tok)
         raise AssertionError  # fail() always raises
 
-    def comparison(self, left: _Operand, op: Token, right: _Operand) -> exp.Expression:
+    def comparison(self, left: _Operand, op: Token, right: _Operand) -> exp.Expr:
         if right.kind == "literal" and right.type == "null" or left.kind == "literal" and \
                 left.type == "null":
             if op.value not in ("=", "!=", "<>"):
@@ -304,7 +304,8 @@ class _Parser:
                 ">": exp.GT, ">=": exp.GTE}[op.value]
         return node(this=left_expr, expression=right_expr)
 
-    def coerced(self, field: _Operand, literal_type: str, literal: _Operand | None = None):
+    def coerced(self, field: _Operand, literal_type: str,
+                literal: _Operand | None = None) -> exp.Expr:
         """The field side of a comparison, cast so it compares with a literal of that type; a
         mismatch that cannot mean anything is an error at the literal."""
         where = Token("x", "", literal.start, literal.end) if literal else self.tok
@@ -322,7 +323,7 @@ class _Parser:
             self.fail("this field is text; quote the value", where)
         return field.expr
 
-    def literal_list(self, left: _Operand) -> list[tuple[exp.Expression, str]]:
+    def literal_list(self, left: _Operand) -> list[tuple[exp.Expr, str]]:
         self.expect("punct", "(", "'(' after in")
         values = []
         while True:
@@ -354,7 +355,7 @@ class _Parser:
 
     def literal(self) -> _Operand | None:
         token = self.tok
-        expr: exp.Expression
+        expr: exp.Expr
         if token.kind == "string":
             expr, kind = exp.Literal.string(_unquote(token.value)), "string"
         elif token.kind == "number":
@@ -487,7 +488,7 @@ def compile_dsl_tree(text: str, catalog: Catalog | None = None,
     return _Parser(text, catalog or default_catalog(), params or {}, now).query()
 
 
-def python_literal(value: Any) -> tuple[exp.Expression, str]:
+def python_literal(value: Any) -> tuple[exp.Expr, str]:
     """A sqlglot literal for a Python value, with its DSL literal kind. Values become literal
     nodes, never SQL text, so a parameter cannot change the shape of a query."""
     if value is None:
@@ -540,7 +541,7 @@ def _shifted(now: datetime, duration: str) -> datetime:
         raise ValueError(f"relative time {duration} falls outside the years 1 to 9999") from None
 
 
-def _timestamp(value: datetime) -> exp.Expression:
+def _timestamp(value: datetime) -> exp.Expr:
     if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
     text = value.isoformat(sep=" ", timespec="seconds" if not value.microsecond else "microseconds")
@@ -552,7 +553,7 @@ def _unquote(token: str) -> str:
     return token[1:-1].replace(quote * 2, quote)
 
 
-def _default_fields(scope: _Scope) -> list[exp.Expression]:
+def _default_fields(scope: _Scope) -> list[exp.Expr]:
     """The columns shown without a ``fields`` clause: the view's short list, else all."""
     names = scope.view.default_fields
     return [_col(scope.alias, n) for n in names] if names else [_star(scope)]
@@ -566,5 +567,5 @@ def _col(table: str, name: str) -> exp.Column:
     return exp.column(name, table=table)
 
 
-def _eq(left: exp.Expression, right: exp.Expression) -> exp.EQ:
+def _eq(left: exp.Expr, right: exp.Expr) -> exp.EQ:
     return exp.EQ(this=left, expression=right)

@@ -28,7 +28,7 @@ from recstore.query.functions import check_calls
 from recstore.query.views import Catalog
 
 # Statement and clause kinds that write, configure or escape the store, anywhere in the tree.
-_FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = tuple(
+_FORBIDDEN_NODES: tuple[type[exp.Expr], ...] = tuple(
     getattr(exp, name)
     for name in (
         "Insert", "Update", "Delete", "Merge", "Create", "Drop", "Alter", "TruncateTable",
@@ -60,7 +60,7 @@ def looks_like_sql(text: str) -> bool:
     than the filter DSL. Statements that write are SQL too, so the guard can refuse them."""
     stripped = re.sub(r"^(\s|\(|--[^\n]*(\n|$)|/\*.*?\*/)*", "", text, flags=re.DOTALL)
     match = re.match(r"[A-Za-z_]+", stripped)
-    return bool(match) and match.group(0).lower() in _SQL_FIRST_WORDS
+    return match is not None and match.group(0).lower() in _SQL_FIRST_WORDS
 
 
 def parse_single_query(sql: str) -> exp.Query:
@@ -91,14 +91,14 @@ def _token_problem(exc: TokenError) -> str:
     return f"stopped near {str(exc).removeprefix('Error tokenizing ')}".replace("\n", "\\n")
 
 
-def check_nodes(tree: exp.Expression) -> None:
+def check_nodes(tree: exp.Expr) -> None:
     """No statement that writes or configures, anywhere (data-modifying CTEs included)."""
     for node in tree.walk():
         if isinstance(node, _FORBIDDEN_NODES):
             raise QueryRefused(f"{_kind(node)} is not allowed in a query")
 
 
-def check_functions(tree: exp.Expression) -> None:
+def check_functions(tree: exp.Expr) -> None:
     """Every function the query calls is on the reviewed allow-list (see
     :mod:`recstore.query.functions`), checked on DuckDB's parse of the SQL that runs."""
     if tree.find(exp.Placeholder):  # $name binds to a literal later; DuckDB parses it as NULL
@@ -108,7 +108,7 @@ def check_functions(tree: exp.Expression) -> None:
     check_calls(sql)
 
 
-def check_json_paths(tree: exp.Expression) -> None:
+def check_json_paths(tree: exp.Expr) -> None:
     """Every JSON path uses only the parts DuckDB's SQL printer writes back (keys, ``[N]``,
     ``[*]``): sqlglot parses more (``$..x``, ``[1:2]``, ``[?(...)]``, ``[0,1]``), then fails to
     print some and silently drops others, so the query that ran would not be the one asked."""
@@ -120,7 +120,7 @@ def check_json_paths(tree: exp.Expression) -> None:
                                    "(use keys, [N] and [*])")
 
 
-def check_tables(tree: exp.Expression, catalog: Catalog) -> None:
+def check_tables(tree: exp.Expr, catalog: Catalog) -> None:
     """Every table is a public view or a CTE in scope; no table functions, files or schemas."""
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
@@ -132,7 +132,7 @@ def check_tables(tree: exp.Expression, catalog: Catalog) -> None:
             raise QueryRefused(f"unknown view {table.name!r}; views: {', '.join(catalog.names())}")
 
 
-def view_references(tree: exp.Expression) -> list[exp.Table]:
+def view_references(tree: exp.Expr) -> list[exp.Table]:
     """The tables of ``tree`` that name a stored table or view rather than a CTE in scope."""
     return [table for table in tree.find_all(exp.Table) if not _names_cte_in_scope(table)]
 
@@ -144,7 +144,7 @@ def _names_cte_in_scope(table: exp.Table) -> bool:
     of the top UNION) of a WITH RECURSIVE. Anywhere else the name reads the stored table of that
     name, so ``WITH meta AS (SELECT * FROM meta) ...`` must not pass as a CTE reference."""
     name = table.name.lower()
-    path: list[exp.Expression] = [table]  # from the table up to the child of ``node``
+    path: list[exp.Expr] = [table]  # from the table up to the child of ``node``
     node = table.parent
     while node is not None:
         with_ = node.args.get("with_")
@@ -163,7 +163,7 @@ def _names_cte_in_scope(table: exp.Table) -> bool:
     return False
 
 
-def _in_recursive_term(cte: exp.CTE, path: list[exp.Expression]) -> bool:
+def _in_recursive_term(cte: exp.CTE, path: list[exp.Expr]) -> bool:
     body = cte.this
     return isinstance(body, exp.Union) and any(n is body.expression for n in path)
 
@@ -234,7 +234,7 @@ def lock_down(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("SET lock_configuration = true")
 
 
-def _kind(node: exp.Expression) -> str:
+def _kind(node: exp.Expr) -> str:
     if isinstance(node, exp.Command):
         return str(node.this).upper()
     if isinstance(node, exp.Column):  # a bare word such as CHECKPOINT parses as a column

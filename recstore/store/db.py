@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, overload
 
 import duckdb
 
@@ -62,6 +62,10 @@ __all__ = [
 _MAX_LIMIT = 2**63 - 1
 
 
+@overload
+def row_limit(limit: int) -> int: ...
+@overload
+def row_limit(limit: None) -> None: ...
 def row_limit(limit: int | None) -> int | None:
     """``limit`` as DuckDB's ``LIMIT`` takes it: a count past BIGINT (``--limit
     99999999999999999999999``) is clamped, since no store holds that many rows, instead of
