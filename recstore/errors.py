@@ -34,12 +34,21 @@ class InputError(RecstoreError):
         self.path = path
         self.problem = message
         self.problems = problems
-        where = ""
-        if source:
-            where = f"{source}"
-        if path:
-            where = f"{where} at {path}" if where else f"at {path}"
-        super().__init__(f"{where}: {message}" if where else message)
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        where = self.source or ""
+        if self.path:
+            where = f"{where} at {self.path}" if where else f"at {self.path}"
+        return f"{where}: {self.problem}" if where else self.problem
+
+    def said_of(self, source: str) -> InputError:
+        """This error, naming ``source`` as the input (a selection such as ``--select`` or
+        the baseline filter) when it named none, or only "query"; returns itself."""
+        if self.source in (None, "query"):
+            self.source = source
+            self.args = (self._text(),)
+        return self
 
 
 class StoreLockedError(RecstoreError):

@@ -7,6 +7,7 @@ from datetime import datetime
 import duckdb
 
 from recstore.formats.jsontext import loads_json
+from recstore.store.db import row_limit
 
 __all__ = ["reject_summary", "rejects"]
 
@@ -27,7 +28,7 @@ def rejects(con: duckdb.DuckDBPyConnection, limit: int | None = None,
         "AND p.line IS NOT DISTINCT FROM r.line AND p.reason = r.reason "
         "AND p.raw_sha256 = r.raw_sha256 "
         "WHERE ? IS NULL OR r.rejected_at >= ? ORDER BY r.reject_id LIMIT ?",
-        [since, since, limit],
+        [since, since, row_limit(limit)],
     )
     names = [d[0] for d in cur.description]
     rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

@@ -357,7 +357,7 @@ class Store:
             cur = con.execute(
                 "SELECT run_key, revision, status, agent, model, started_text, item_count, "
                 "tool_call_count, request_count FROM runs ORDER BY last_seq DESC LIMIT ?",
-                [limit],
+                [db.row_limit(limit)],
             )
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
