@@ -315,7 +315,8 @@ def run_key_tree(query: CompiledQuery, ordered: bool = True) -> exp.Query:
     tree = query.tree
     from_ = tree.args.get("from_") if isinstance(tree, exp.Select) else None  # none: SELECT 1
     from_table = from_.this if from_ is not None else None
-    if query.language == "dsl" and isinstance(from_table, exp.Table) and from_table.name == "runs":
+    if query.language == "dsl" and isinstance(tree, exp.Select) and \
+            isinstance(from_table, exp.Table) and from_table.name == "runs":
         keys = tree.copy()
         keys.set("expressions", [exp.column("run_key", table="runs")])
         lean_runs(keys)
