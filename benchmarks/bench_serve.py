@@ -6,12 +6,14 @@ filter; then POSTs M records as NDJSON chunks to /v1/runrecords and compares the
 `recstore ingest` of the same NDJSON file into a fresh store (the baseline, same run).
 
     python benchmarks/bench_serve.py --runs 20000 50000 --repeat 20
+    python benchmarks/bench_serve.py --runs 200000 --keep bench-stores --no-ingest
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -45,8 +47,11 @@ def timed(client: httpx.Client, url: str, repeat: int) -> tuple[float, float]:
 
 def bench_pages(folder: Path, runs: int, repeat: int) -> None:
     db = folder / f"pages-{runs}.duckdb"
-    source = write_ndjson(folder / f"pages-{runs}.ndjson", runs, seed=5)
-    subprocess.run([*RECSTORE, "--db", str(db), "ingest", str(source), "--quiet"], check=True)
+    if not db.exists():  # --keep reuses a store built before (200k runs take minutes)
+        source = write_ndjson(folder / f"pages-{runs}.ndjson", runs, seed=5)
+        subprocess.run([*RECSTORE, "--db", str(db), "ingest", str(source), "--quiet"],
+                       check=True)
+        source.unlink()
     with served(db) as (url, _proc, _), httpx.Client(timeout=120) as client:
         key = client.get(url + "api/runs", params={"limit": 1}).json()["rows"][0]["run_key"]
         agent = client.get(url + "api/facets").json()["agent"][0]["value"]
@@ -87,11 +92,18 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--ingest", type=int, default=5000)
     parser.add_argument("--chunk", type=int, default=1000)
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="build the page stores in DIR and reuse them on the next run")
+    parser.add_argument("--no-ingest", action="store_true", help="time the pages only")
     args = parser.parse_args()
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
         for runs in args.runs:
-            bench_pages(Path(tmp), runs, args.repeat)
-        bench_ingest(Path(tmp), args.ingest, args.chunk)
+            bench_pages(args.keep or Path(tmp), runs, args.repeat)
+        if not args.no_ingest:
+            bench_ingest(Path(tmp), args.ingest, args.chunk)
 
 
 if __name__ == "__main__":

@@ -25,18 +25,30 @@ class RecstoreError(Exception):
 
 class InputError(RecstoreError):
     """An input (file, record, option value) is invalid. ``source`` names it, ``path`` is the JSON
-    path inside it when known."""
+    path inside it when known. ``problems`` lists every problem found (``{path, problem}``, the
+    first one the message names) when validation found more than one."""
 
-    def __init__(self, message: str, *, source: str | None = None, path: str | None = None):
+    def __init__(self, message: str, *, source: str | None = None, path: str | None = None,
+                 problems: list[dict] | None = None):
         self.source = source
         self.path = path
         self.problem = message
-        where = ""
-        if source:
-            where = f"{source}"
-        if path:
-            where = f"{where} at {path}" if where else f"at {path}"
-        super().__init__(f"{where}: {message}" if where else message)
+        self.problems = problems
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        where = self.source or ""
+        if self.path:
+            where = f"{where} at {self.path}" if where else f"at {self.path}"
+        return f"{where}: {self.problem}" if where else self.problem
+
+    def said_of(self, source: str) -> InputError:
+        """This error, naming ``source`` as the input (a selection such as ``--select`` or
+        the baseline filter) when it named none, or only "query"; returns itself."""
+        if self.source in (None, "query"):
+            self.source = source
+            self.args = (self._text(),)
+        return self
 
 
 class StoreLockedError(RecstoreError):

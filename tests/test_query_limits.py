@@ -125,3 +125,37 @@ def test_row_cap_keeps_exactly_the_first_rows(store, rows, cap, batch):
         got = [n for (n,) in result.rows()]
     assert got == list(range(min(rows, cap)))
     assert result.truncated == (rows > cap)
+
+
+def _blocked_on_its_pipe(proc: subprocess.Popen) -> bool:
+    """Whether ``proc`` sleeps writing to a full pipe (Linux names the wait in wchan)."""
+    while proc.poll() is None:
+        if "pipe_write" in Path(f"/proc/{proc.pid}/wchan").read_text():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("fmt", ["table", "ndjson"])
+def test_time_spent_writing_results_is_not_the_querys(store, fmt):
+    # 30,000 rows (1.5 MB) fill the pipe while nobody reads it: the CLI then waits to write,
+    # long past --timeout and the 3 s it gives DuckDB to stop, with DuckDB idle all along.
+    sql = "SELECT unnest(range(30000)) AS n, repeat('x', 40) AS s"
+    proc = subprocess.Popen([sys.executable, "-m", "recstore", "--db", str(store.path), "query",
+                             sql, "--timeout", "1", "--format", fmt], cwd=REPO_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _blocked_on_its_pipe(proc), proc.stderr.read() if proc.stderr else ""
+        time.sleep(5)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert (proc.returncode, err) == (0, "")
+    rows = [line for line in out.splitlines() if "x" * 40 in line]
+    assert len(rows) == 30000
+
+
+def test_a_timeout_past_the_clock_means_no_limit(store):
+    result = run_cli("query", "SELECT 42 AS n", "--timeout", "1e300", "--format", "ndjson",
+                     db=store.path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, '{"n":42}\n', "")

@@ -74,6 +74,17 @@ def test_facets_count_the_filtered_runs(server):
     assert sum(v["runs"] for v in facets["agent"]) == total.json()["rows"][0][0]
 
 
+def test_facets_and_runs_filter_on_a_column_the_runs_view_joins_in(server):
+    # without the joins (run_rows) a filter on source_uri or record_hash would fail or count 0
+    url, _, _ = server
+    for text in ("source_uri like '%'", "record_hash is not null"):
+        facets = get(url, "/api/facets", params={"filter": text}).json()
+        total = get(url, "/api/query", params={"q": f"SELECT count(*) FROM runs WHERE {text}"})
+        assert sum(v["runs"] for v in facets["format"]) == total.json()["rows"][0][0] > 0
+        rows = get(url, "/api/runs", params={"filter": text, "limit": 500}).json()["rows"]
+        assert len(rows) == min(500, total.json()["rows"][0][0])
+
+
 def test_run_and_its_record(server):
     url, _, _ = server
     key = get(url, "/api/runs", params={"filter": "tool_call_count > 0", "limit": 1}).json()["rows"][0]["run_key"]

@@ -259,7 +259,7 @@ def _export_otlp(store: Store, directory: str, dsl_filter: str | None, content: 
     from recstore.query import select_run_keys
     from recstore.store.otlp_io import export_otlp
 
-    keys = select_run_keys(store, dsl_filter) if dsl_filter else None
+    keys = select_run_keys(store, dsl_filter, what="the filter") if dsl_filter else None
     result = export_otlp(store, directory, keys, content=content)
     if as_json:
         click.echo(dumps({"directory": str(result.directory), "content": result.content,

@@ -219,8 +219,8 @@ def _since(text: str | None) -> datetime | None:
         from recstore.query.dsl import parse_timestamp
 
         return parse_timestamp(text)
-    except ValueError:
-        raise InputError(f"expected an ISO time or -7d, got {text!r}", source="--since") from None
+    except ValueError as exc:
+        raise InputError(str(exc), source="--since") from None
 
 
 @cli.command("tag")
@@ -250,7 +250,7 @@ def tag(
     if not tags and not remove:
         raise InputError("give KEY=VALUE tags to set or --remove KEY", source="tag")
     store = _store(ctx, lock_timeout)
-    keys = select_run_keys(store, selection)
+    keys = select_run_keys(store, selection, what="the selection")
     if not keys:
         raise InputError("selects no runs", source=selection)
     summary = store.tag(keys, _parse_tags(tags), remove=remove)

@@ -266,7 +266,8 @@ def validate_run_record(obj: Any, source: str | None = None) -> RunRecord:
     """Validate a parsed JSON value as a RunRecord.
 
     Raises:
-        InputError: naming ``source``, the JSON path (``$.items[3].callId``) and the problem.
+        InputError: naming ``source``, the JSON path (``$.items[3].callId``) and the first
+            problem; ``problems`` lists them all when there are several.
     """
     if not isinstance(obj, dict):
         raise InputError(
@@ -280,8 +281,11 @@ def validate_run_record(obj: Any, source: str | None = None) -> RunRecord:
         errors = exc.errors(include_url=False)
         first = errors[0]
         more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        # every problem, for the rejects table (the message names the first)
+        problems = [{"path": _json_path(obj, e["loc"]), "problem": _problem(e)} for e in errors]
         raise InputError(
-            _problem(first) + more, source=source, path=_json_path(obj, first["loc"])
+            _problem(first) + more, source=source, path=_json_path(obj, first["loc"]),
+            problems=problems if len(problems) > 1 else None,
         ) from None
 
 

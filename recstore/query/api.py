@@ -21,9 +21,10 @@ from recstore.query.guard import (
     lock_down,
     looks_like_sql,
     refuse_deep_nesting,
+    refuse_unprintable,
     view_references,
 )
-from recstore.query.limits import LimitWatch, QueryLimits
+from recstore.query.limits import LimitWatch, QueryLimits, query_error
 from recstore.query.output import BATCH_ROWS, ResultStream, RowBatch, plain_type
 from recstore.query.views import Catalog, catalog_from_connection, default_catalog
 
@@ -49,7 +50,7 @@ class CompiledQuery:
     def sql(self) -> str:
         """DuckDB SQL, as run on the store (without comments: what runs is exactly the tree
         the guard checked)."""
-        with refuse_deep_nesting():
+        with refuse_deep_nesting(), refuse_unprintable("duckdb"):
             return self.tree.sql(dialect="duckdb", comments=False)
 
     def views(self) -> list[str]:
@@ -60,7 +61,7 @@ class CompiledQuery:
         """SQL for ``dialect`` (spark, trino, postgres, bigquery, clickhouse or duckdb)."""
         from recstore.query.dialects import to_dialect
 
-        with refuse_deep_nesting():
+        with refuse_deep_nesting(), refuse_unprintable(dialect):
             return to_dialect(self.tree, dialect, self.catalog, pretty=pretty)
 
 
@@ -104,7 +105,7 @@ def compile_dsl(text: str, catalog: Catalog | None = None,
 
 def bind_placeholders(tree: exp.Query, params: Mapping[str, Any]) -> exp.Query:
     """Replace ``$name`` / ``:name`` placeholders by literals (never by SQL text)."""
-    def bind(node: exp.Expression) -> exp.Expression:
+    def bind(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Placeholder):
             name = node.name
             if not name:
@@ -118,7 +119,9 @@ def bind_placeholders(tree: exp.Query, params: Mapping[str, Any]) -> exp.Query:
             return python_literal(params[name])[0]
         return node
 
-    return tree.transform(bind)
+    bound = tree.transform(bind)
+    assert isinstance(bound, exp.Query)  # only placeholders, never the root, are replaced
+    return bound
 
 
 def open_reader(store: Store) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
@@ -147,7 +150,7 @@ def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
 
     Raises:
         InputError: DuckDB refused the query; QueryLimitError: it ran past ``limits.timeout``
-            (also while its rows are read).
+            (also while its rows are fetched; the caller's time between batches is not counted).
     """
     cursor = con.cursor()
     watch = LimitWatch(cursor, limits or QueryLimits())
@@ -165,6 +168,7 @@ def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
     except BaseException:
         watch.close()
         raise
+    watch.pause()  # until the caller fetches a batch: its time before that is not the query's
     result = ResultStream(list(relation.columns), types, iter(()), schema)
     result.batches = watch.batches(reader, result)
     return result
@@ -177,7 +181,7 @@ class _RowReader:
     def __init__(self, cursor: duckdb.DuckDBPyConnection, sql: str, batch_rows: int):
         self._cursor = cursor.execute(sql)
         self._batch_rows = batch_rows
-        self._first = cursor.fetchmany(batch_rows)
+        self._first: list[tuple[Any, ...]] | None = cursor.fetchmany(batch_rows)
 
     def __iter__(self) -> Iterator[RowBatch]:
         rows, self._first = self._first, None
@@ -213,14 +217,37 @@ def run_query(store: Store, text: str, params: Mapping[str, Any] | None = None,
 
 
 def select_run_keys(store: Store, dsl_filter: str, params: Mapping[str, Any] | None = None,
-                    now: datetime | None = None) -> list[str]:
+                    now: datetime | None = None, *, what: str | None = None) -> list[str]:
     """Run keys selected by a DSL filter (or a SQL query with a ``run_key`` column), in the
     filter's ``order by`` when it has one, else sorted. Compare and sweep resolve case sets with
-    this."""
-    with open_reader(store) as con:
+    this.
+
+    Raises:
+        InputError: the selection cannot compile or run (DuckDB's error in one line); the
+            message names it as ``what`` (``--select``, ``select.query``) when given.
+    """
+    with open_reader(store) as con, _selection(what):
         query = compile_query(dsl_filter, catalog_from_connection(con), params, now)
         tree = run_key_tree(query)
         return [row[0] for row in con.execute(tree.sql(dialect="duckdb", comments=False)).fetchall()]
+
+
+@contextlib.contextmanager
+def _selection(what: str | None) -> Iterator[None]:
+    """A selection's errors as one line naming it (``what``, when given): DuckDB's errors
+    while it runs (a conversion that fails on some row, a SQL query without ``run_key``) as
+    well as the compiler's."""
+    try:
+        yield
+    except InputError as exc:
+        if what:
+            exc.said_of(what)
+        raise
+    except duckdb.Error as exc:
+        if isinstance(exc, duckdb.BinderException) and '"run_key" not found' in str(exc):
+            raise InputError(f"{what or 'the query'} has no run_key column; a selection picks "
+                             "runs") from None
+        raise query_error(exc, what or "query") from None
 
 
 # Columns of the runs view that joins add to run_rows (a selection that reads neither skips them).
@@ -236,7 +263,7 @@ def select_gate_runs(store: Store, text: str, *, what: str, allow_empty: bool = 
         EmptySelectionError: ``text`` selects no runs and ``allow_empty`` is false; the message
             names the selection as ``what`` (e.g. ``the baseline filter``).
     """
-    keys = select_run_keys(store, text, params=params)
+    keys = select_run_keys(store, text, params=params, what=what)
     require_selection(len(keys), text, what, allow_empty)
     return keys
 
@@ -255,8 +282,9 @@ def select_gate_run_sets(store: Store, selections: Sequence[tuple[str, str]], *,
     with open_reader(store) as con:
         catalog = catalog_from_connection(con)
         for what, text in selections:
-            tree = run_key_tree(compile_query(text, catalog), ordered=False)
-            keys = con.sql(tree.sql(dialect="duckdb", comments=False)).to_arrow_table()
+            with _selection(what):
+                tree = run_key_tree(compile_query(text, catalog), ordered=False)
+                keys = con.sql(tree.sql(dialect="duckdb", comments=False)).to_arrow_table()
             require_selection(keys.num_rows, text, what, allow_empty)
             out.append(keys)
     return out
@@ -271,17 +299,27 @@ def require_selection(count: int, text: str, what: str, allow_empty: bool) -> No
             "(`allow_empty` accepts an empty selection)", what=what)
 
 
+def lean_runs(tree: exp.Select) -> exp.Select:
+    """``tree`` (a select from ``runs``) reading ``run_rows`` under the name ``runs`` when it
+    reads no column the ``runs`` view's joins add: those joins cost more than the rest of a
+    filter over many runs. Changes ``tree`` in place and returns it."""
+    if not any(c.name in _JOINED_RUN_COLUMNS for c in tree.find_all(exp.Column)) and \
+            not any(isinstance(s, exp.Star) for s in tree.expressions):
+        tree.args["from_"].set("this", exp.to_table("run_rows").as_("runs"))
+    return tree
+
+
 def run_key_tree(query: CompiledQuery, ordered: bool = True) -> exp.Query:
     """The ``run_key`` column of ``query``'s rows (distinct; ``ordered``: in the query's own
     order, else by run key)."""
     tree = query.tree
-    from_table = tree.args["from_"].this if isinstance(tree, exp.Select) else None
-    if query.language == "dsl" and isinstance(from_table, exp.Table) and from_table.name == "runs":
+    from_ = tree.args.get("from_") if isinstance(tree, exp.Select) else None  # none: SELECT 1
+    from_table = from_.this if from_ is not None else None
+    if query.language == "dsl" and isinstance(tree, exp.Select) and \
+            isinstance(from_table, exp.Table) and from_table.name == "runs":
         keys = tree.copy()
         keys.set("expressions", [exp.column("run_key", table="runs")])
-        if not any(c.name in _JOINED_RUN_COLUMNS for c in keys.find_all(exp.Column)):
-            # the selection reads run_rows, under the name runs, without the joins it ignores
-            keys.args["from_"].set("this", exp.to_table("run_rows").as_("runs"))
+        lean_runs(keys)
         # a limit without an order takes the first runs by run key, ordered or not
         if keys.args.get("order") or not (ordered or keys.args.get("limit")):
             return keys

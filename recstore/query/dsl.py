@@ -39,12 +39,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlglot import exp
 
 from recstore.errors import DslError
 from recstore.query.views import Catalog, View, default_catalog
+from recstore.store.db import row_limit
 
 # Short names users reach for; each maps to the real column or relation.
 FIELD_ALIASES = {"tag": "tags", "args": "arguments", "meta": "metadata"}
@@ -97,6 +98,10 @@ def tokenize(text: str) -> list[Token]:
             kind, value = "keyword", value.lower()
         elif kind == "name" and value.startswith("`"):
             value = value[1:-1]
+        elif kind in ("number", "duration") and not value.isascii():
+            # \d matches every script's digits, and SQL would read "١٠" as a column name
+            raise DslError(f"{value!r} uses digits other than 0-9; write numbers in ASCII", text,
+                           match.start(), match.end())
         if kind != "ws":
             tokens.append(Token(kind, value, match.start(), match.end()))
         pos = match.end()
@@ -116,7 +121,7 @@ class _Scope:
 class _Operand:
     """A compiled operand plus what comparisons need to know about it."""
 
-    expr: exp.Expression
+    expr: exp.Expr
     kind: str  # column | json | literal | aggregate | predicate
     type: str = ""  # DuckDB type of a column; literal kind for literals
     start: int = 0
@@ -155,7 +160,7 @@ class _Parser:
             self.fail(f"expected {what or value or kind}, found {self.describe(self.tok)}")
         return self.next()
 
-    def fail(self, problem: str, token: Token | None = None) -> None:
+    def fail(self, problem: str, token: Token | None = None) -> NoReturn:
         token = token or self.tok
         raise DslError(problem, self.text, token.start, token.end)
 
@@ -186,7 +191,7 @@ class _Parser:
             limit = self.expect("number", what="a row count after limit")
             if not limit.value.isdigit():
                 self.fail("limit takes a whole number", limit)
-            select = select.limit(int(limit.value))
+            select = select.limit(row_limit(int(limit.value)))
         if not self.at("end"):
             self.fail(f"unexpected {self.describe(self.tok)}; expected and, or, fields, "
                       "order by, limit or the end")
@@ -198,7 +203,7 @@ class _Parser:
     def at_clause(self) -> bool:
         return self.at("keyword") and self.tok.value in ("fields", "order", "limit")
 
-    def fields(self, scope: _Scope) -> list[exp.Expression]:
+    def fields(self, scope: _Scope) -> list[exp.Expr]:
         if self.accept("punct", "*"):
             return [_star(scope)]
         out = []
@@ -213,8 +218,8 @@ class _Parser:
             if not self.accept("punct", ","):
                 return out
 
-    def orderings(self, scope: _Scope) -> list[exp.Expression]:
-        out = []
+    def orderings(self, scope: _Scope) -> list[exp.Expr]:
+        out: list[exp.Expr] = []
         while True:
             expr = self.operand(scope).expr
             desc = bool(self.accept("keyword", "desc"))
@@ -226,19 +231,19 @@ class _Parser:
                 return out
 
     # -- conditions ---------------------------------------------------------------------------
-    def condition(self, scope: _Scope) -> exp.Expression:
+    def condition(self, scope: _Scope) -> exp.Expr:
         left = self.and_condition(scope)
         while self.accept("keyword", "or"):
             left = exp.Or(this=left, expression=self.and_condition(scope))
         return left
 
-    def and_condition(self, scope: _Scope) -> exp.Expression:
+    def and_condition(self, scope: _Scope) -> exp.Expr:
         left = self.not_condition(scope)
         while self.accept("keyword", "and"):
             left = exp.And(this=left, expression=self.not_condition(scope))
         return left
 
-    def not_condition(self, scope: _Scope) -> exp.Expression:
+    def not_condition(self, scope: _Scope) -> exp.Expr:
         if self.accept("keyword", "not"):
             return exp.not_(self.not_condition(scope))
         if self.at("punct", "("):
@@ -248,7 +253,7 @@ class _Parser:
             return exp.paren(inner, copy=False)
         return self.predicate(scope)
 
-    def predicate(self, scope: _Scope) -> exp.Expression:
+    def predicate(self, scope: _Scope) -> exp.Expr:
         first = self.tok
         left = self.operand(scope)
         if self.at("op"):
@@ -259,7 +264,7 @@ class _Parser:
         if self.accept("keyword", "is"):
             is_not = bool(self.accept("keyword", "not"))
             self.expect("keyword", "null", "null after is")
-            test = exp.Is(this=left.expr, expression=exp.Null())
+            test: exp.Expr = exp.Is(this=left.expr, expression=exp.Null())
             return exp.not_(test) if is_not != negated else test
         if self.accept("keyword", "in"):
             values = self.literal_list(left)
@@ -279,7 +284,7 @@ class _Parser:
                   "(=, !=, <, <=, >, >=, in, like, is null)", self.tok)
         raise AssertionError  # fail() always raises
 
-    def comparison(self, left: _Operand, op: Token, right: _Operand) -> exp.Expression:
+    def comparison(self, left: _Operand, op: Token, right: _Operand) -> exp.Expr:
         if right.kind == "literal" and right.type == "null" or left.kind == "literal" and \
                 left.type == "null":
             if op.value not in ("=", "!=", "<>"):
@@ -299,7 +304,8 @@ class _Parser:
                 ">": exp.GT, ">=": exp.GTE}[op.value]
         return node(this=left_expr, expression=right_expr)
 
-    def coerced(self, field: _Operand, literal_type: str, literal: _Operand | None = None):
+    def coerced(self, field: _Operand, literal_type: str,
+                literal: _Operand | None = None) -> exp.Expr:
         """The field side of a comparison, cast so it compares with a literal of that type; a
         mismatch that cannot mean anything is an error at the literal."""
         where = Token("x", "", literal.start, literal.end) if literal else self.tok
@@ -317,7 +323,7 @@ class _Parser:
             self.fail("this field is text; quote the value", where)
         return field.expr
 
-    def literal_list(self, left: _Operand) -> list[tuple[exp.Expression, str]]:
+    def literal_list(self, left: _Operand) -> list[tuple[exp.Expr, str]]:
         self.expect("punct", "(", "'(' after in")
         values = []
         while True:
@@ -349,13 +355,16 @@ class _Parser:
 
     def literal(self) -> _Operand | None:
         token = self.tok
-        expr: exp.Expression
+        expr: exp.Expr
         if token.kind == "string":
             expr, kind = exp.Literal.string(_unquote(token.value)), "string"
         elif token.kind == "number":
             expr, kind = exp.Literal.number(token.value), "number"
         elif token.kind == "duration":
-            expr, kind = _timestamp(self.now + _duration(token.value)), "time"
+            try:
+                expr, kind = _timestamp(_shifted(self.now, token.value)), "time"
+            except ValueError as exc:
+                self.fail(str(exc))
         elif token.kind == "keyword" and token.value in ("true", "false"):
             expr, kind = exp.Boolean(this=token.value == "true"), "bool"
         elif token.kind == "keyword" and token.value == "null":
@@ -479,7 +488,7 @@ def compile_dsl_tree(text: str, catalog: Catalog | None = None,
     return _Parser(text, catalog or default_catalog(), params or {}, now).query()
 
 
-def python_literal(value: Any) -> tuple[exp.Expression, str]:
+def python_literal(value: Any) -> tuple[exp.Expr, str]:
     """A sqlglot literal for a Python value, with its DSL literal kind. Values become literal
     nodes, never SQL text, so a parameter cannot change the shape of a query."""
     if value is None:
@@ -494,31 +503,45 @@ def python_literal(value: Any) -> tuple[exp.Expression, str]:
 
 
 def relative_time(text: str, now: datetime) -> datetime | None:
-    """``-7d`` / ``+2h`` relative to ``now``, or None when ``text`` is not a relative time."""
-    if not re.fullmatch(r"[+-]\d+(?:\.\d+)?[smhdw]", text.strip()):
+    """``-7d`` / ``+2h`` relative to ``now``, or None when ``text`` is not a relative time.
+
+    Raises:
+        ValueError: the time it names falls outside the calendar (years 1 to 9999).
+    """
+    if not re.fullmatch(r"[+-]\d+(?:\.\d+)?[smhdw]", text.strip(), re.ASCII):
         return None
-    return now + _duration(text.strip())
+    return _shifted(now, text.strip())
 
 
 def parse_timestamp(text: str, now: datetime | None = None) -> datetime:
     """An ISO time (with or without offset) or a relative one (``-7d``), as naive UTC.
 
     Raises:
-        ValueError: ``text`` is neither.
+        ValueError: ``text`` is neither, or names a time outside years 1 to 9999; the message
+            says which in one line.
     """
     now = now or datetime.now(UTC).replace(tzinfo=None)
     relative = relative_time(text, now)
     if relative is not None:
         return relative
-    value = datetime.fromisoformat(text.strip())
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"expected an ISO time or a relative one such as -7d, got {text!r}"
+                         ) from None
     return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
 
 
-def _duration(text: str) -> timedelta:
-    return timedelta(**{_TIME_UNITS[text[-1]]: float(text[:-1])})
+def _shifted(now: datetime, duration: str) -> datetime:
+    """``now`` moved by ``duration`` (``-7d``). Python's dates end at years 1 and 9999, so a
+    duration past them is a ValueError naming it rather than an OverflowError."""
+    try:
+        return now + timedelta(**{_TIME_UNITS[duration[-1]]: float(duration[:-1])})
+    except OverflowError:
+        raise ValueError(f"relative time {duration} falls outside the years 1 to 9999") from None
 
 
-def _timestamp(value: datetime) -> exp.Expression:
+def _timestamp(value: datetime) -> exp.Expr:
     if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
     text = value.isoformat(sep=" ", timespec="seconds" if not value.microsecond else "microseconds")
@@ -530,7 +553,7 @@ def _unquote(token: str) -> str:
     return token[1:-1].replace(quote * 2, quote)
 
 
-def _default_fields(scope: _Scope) -> list[exp.Expression]:
+def _default_fields(scope: _Scope) -> list[exp.Expr]:
     """The columns shown without a ``fields`` clause: the view's short list, else all."""
     names = scope.view.default_fields
     return [_col(scope.alias, n) for n in names] if names else [_star(scope)]
@@ -544,5 +567,5 @@ def _col(table: str, name: str) -> exp.Column:
     return exp.column(name, table=table)
 
 
-def _eq(left: exp.Expression, right: exp.Expression) -> exp.EQ:
+def _eq(left: exp.Expr, right: exp.Expr) -> exp.EQ:
     return exp.EQ(this=left, expression=right)

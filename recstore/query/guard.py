@@ -19,7 +19,8 @@ from collections.abc import Iterator
 import duckdb
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import OptimizeError, ParseError
+from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.errors import OptimizeError, ParseError, SqlglotError, TokenError
 from sqlglot.optimizer.qualify import qualify
 
 from recstore.errors import InputError, QueryRefused
@@ -27,7 +28,7 @@ from recstore.query.functions import check_calls
 from recstore.query.views import Catalog
 
 # Statement and clause kinds that write, configure or escape the store, anywhere in the tree.
-_FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = tuple(
+_FORBIDDEN_NODES: tuple[type[exp.Expr], ...] = tuple(
     getattr(exp, name)
     for name in (
         "Insert", "Update", "Delete", "Merge", "Create", "Drop", "Alter", "TruncateTable",
@@ -37,6 +38,14 @@ _FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = tuple(
     )
     if hasattr(exp, name)
 )
+
+# The JSON path parts sqlglot's DuckDB printer writes (with the root and subscripts that hold them).
+_JSON_PATH_PARTS = frozenset(DuckDB.generator_class.SUPPORTED_JSON_PATH_PARTS)
+_JSON_PATH_PART_NAMES = {
+    "JSONPathRecursive": "recursive descent (..)", "JSONPathSlice": "a slice ([a:b])",
+    "JSONPathSelector": "a filter ([?(...)])", "JSONPathFilter": "a filter ([?(...)])",
+    "JSONPathScript": "a script ([(...)])", "JSONPathUnion": "a union ([a,b])",
+}
 
 _SQL_FIRST_WORDS = frozenset(
     """select with from values table pivot unpivot drop insert update delete create alter copy
@@ -51,7 +60,7 @@ def looks_like_sql(text: str) -> bool:
     than the filter DSL. Statements that write are SQL too, so the guard can refuse them."""
     stripped = re.sub(r"^(\s|\(|--[^\n]*(\n|$)|/\*.*?\*/)*", "", text, flags=re.DOTALL)
     match = re.match(r"[A-Za-z_]+", stripped)
-    return bool(match) and match.group(0).lower() in _SQL_FIRST_WORDS
+    return match is not None and match.group(0).lower() in _SQL_FIRST_WORDS
 
 
 def parse_single_query(sql: str) -> exp.Query:
@@ -59,6 +68,8 @@ def parse_single_query(sql: str) -> exp.Query:
     try:
         with _CommandFallbackAsError():
             statements = [s for s in sqlglot.parse(sql, read="duckdb") if s is not None]
+    except TokenError as exc:
+        raise QueryRefused(f"could not read SQL: {_token_problem(exc)}") from None
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
@@ -71,22 +82,45 @@ def parse_single_query(sql: str) -> exp.Query:
     return tree
 
 
-def check_nodes(tree: exp.Expression) -> None:
+def _token_problem(exc: TokenError) -> str:
+    """What sqlglot's tokenizer stopped at, in one line: an unclosed quote names its quote
+    character, anything else quotes the text around where it stopped."""
+    missing = re.match(r"Missing (\S+) from", str(exc.__cause__ or ""))
+    if missing:
+        return f"a {missing.group(1)} quote is never closed (a string, quoted name or $$ block)"
+    return f"stopped near {str(exc).removeprefix('Error tokenizing ')}".replace("\n", "\\n")
+
+
+def check_nodes(tree: exp.Expr) -> None:
     """No statement that writes or configures, anywhere (data-modifying CTEs included)."""
     for node in tree.walk():
         if isinstance(node, _FORBIDDEN_NODES):
             raise QueryRefused(f"{_kind(node)} is not allowed in a query")
 
 
-def check_functions(tree: exp.Expression) -> None:
+def check_functions(tree: exp.Expr) -> None:
     """Every function the query calls is on the reviewed allow-list (see
     :mod:`recstore.query.functions`), checked on DuckDB's parse of the SQL that runs."""
     if tree.find(exp.Placeholder):  # $name binds to a literal later; DuckDB parses it as NULL
         tree = tree.transform(lambda n: exp.null() if isinstance(n, exp.Placeholder) else n)
-    check_calls(tree.sql(dialect="duckdb", comments=False))
+    with refuse_unprintable("duckdb"):
+        sql = tree.sql(dialect="duckdb", comments=False)
+    check_calls(sql)
 
 
-def check_tables(tree: exp.Expression, catalog: Catalog) -> None:
+def check_json_paths(tree: exp.Expr) -> None:
+    """Every JSON path uses only the parts DuckDB's SQL printer writes back (keys, ``[N]``,
+    ``[*]``): sqlglot parses more (``$..x``, ``[1:2]``, ``[?(...)]``, ``[0,1]``), then fails to
+    print some and silently drops others, so the query that ran would not be the one asked."""
+    for path in tree.find_all(exp.JSONPath):
+        for part in path.find_all(exp.JSONPathPart):
+            if type(part) not in _JSON_PATH_PARTS:
+                what = _JSON_PATH_PART_NAMES.get(type(part).__name__, type(part).__name__)
+                raise QueryRefused(f"JSON path {path.sql()} uses {what}, which is not supported "
+                                   "(use keys, [N] and [*])")
+
+
+def check_tables(tree: exp.Expr, catalog: Catalog) -> None:
     """Every table is a public view or a CTE in scope; no table functions, files or schemas."""
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
@@ -98,7 +132,7 @@ def check_tables(tree: exp.Expression, catalog: Catalog) -> None:
             raise QueryRefused(f"unknown view {table.name!r}; views: {', '.join(catalog.names())}")
 
 
-def view_references(tree: exp.Expression) -> list[exp.Table]:
+def view_references(tree: exp.Expr) -> list[exp.Table]:
     """The tables of ``tree`` that name a stored table or view rather than a CTE in scope."""
     return [table for table in tree.find_all(exp.Table) if not _names_cte_in_scope(table)]
 
@@ -110,7 +144,7 @@ def _names_cte_in_scope(table: exp.Table) -> bool:
     of the top UNION) of a WITH RECURSIVE. Anywhere else the name reads the stored table of that
     name, so ``WITH meta AS (SELECT * FROM meta) ...`` must not pass as a CTE reference."""
     name = table.name.lower()
-    path: list[exp.Expression] = [table]  # from the table up to the child of ``node``
+    path: list[exp.Expr] = [table]  # from the table up to the child of ``node``
     node = table.parent
     while node is not None:
         with_ = node.args.get("with_")
@@ -129,7 +163,7 @@ def _names_cte_in_scope(table: exp.Table) -> bool:
     return False
 
 
-def _in_recursive_term(cte: exp.CTE, path: list[exp.Expression]) -> bool:
+def _in_recursive_term(cte: exp.CTE, path: list[exp.Expr]) -> bool:
     body = cte.this
     return isinstance(body, exp.Union) and any(n is body.expression for n in path)
 
@@ -159,6 +193,7 @@ def guard_sql(sql: str, catalog: Catalog) -> exp.Query:
     """
     tree = parse_single_query(sql)
     check_nodes(tree)
+    check_json_paths(tree)  # before check_functions prints the tree: a path may not print
     check_functions(tree)
     check_tables(tree, catalog)
     check_columns(tree, catalog)
@@ -177,6 +212,19 @@ def refuse_deep_nesting() -> Iterator[None]:
                          "flatten it, for example with CTEs") from None
 
 
+@contextlib.contextmanager
+def refuse_unprintable(dialect: str) -> Iterator[None]:
+    """Turn sqlglot's failure to print a parsed construct in ``dialect`` (a ``ValueError``
+    such as "Unsupported expression type X") into one clear error: the query cannot run as
+    checked, so it is refused rather than shown as a traceback."""
+    try:
+        yield
+    except (ValueError, SqlglotError) as exc:
+        raise QueryRefused(f"sqlglot cannot write this query as {dialect} SQL: "
+                           f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                           ) from None
+
+
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:
     """Second wall on the DuckDB side: no file or network access, no extension loading, and the
     configuration locked so the query itself cannot undo it. ``con`` should be read-only."""
@@ -186,7 +234,7 @@ def lock_down(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("SET lock_configuration = true")
 
 
-def _kind(node: exp.Expression) -> str:
+def _kind(node: exp.Expr) -> str:
     if isinstance(node, exp.Command):
         return str(node.this).upper()
     if isinstance(node, exp.Column):  # a bare word such as CHECKPOINT parses as a column

@@ -11,6 +11,10 @@ seen through ``signal.set_wakeup_fd`` instead. One scalar call that builds a hug
 (``repeat('x', 2000000000)``) does not check for interruption until it returns; for that,
 ``exit_after`` ends the process when the statement has not stopped that many seconds after the
 interrupt (the CLI's last resort; a read-only query leaves nothing half-written in the store).
+
+Both clocks count only time spent inside DuckDB: the caller's own work between batches (drawing
+a table, writing to a slow pipe or a pager) is not the query's, so it neither uses up the time
+limit nor ends the process as a DuckDB that "did not stop".
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -42,11 +47,14 @@ QUERY_TIMEOUT = 120.0
 QUERY_MAX_ROWS = 1_000_000
 
 _WAKE = b"\0"  # not a signal number: stop() wakes the watcher with it
+_RESUME = b"\xff"  # nor this: resume() wakes it to start the clock again
+_LONGEST_WAIT = 86_400.0  # select() overflows on a huge timeout; the watcher waits in steps
 
 
 @dataclass(frozen=True)
 class QueryLimits:
-    """``timeout`` seconds for the whole statement, results included (None: no limit);
+    """``timeout`` seconds of DuckDB's time for the statement, fetching its results included
+    but not the caller's work between batches (None: no limit);
     ``max_rows`` rows at most (None: all; the result says ``truncated`` when rows were cut);
     ``interruptible``: Ctrl-C stops the statement (main thread only); ``exit_after``: seconds
     after an interrupt the statement ignores before the process exits (None: never)."""
@@ -72,6 +80,9 @@ class LimitWatch:
         self.interrupted = False
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        self._clock = threading.Lock()
+        self._in_duckdb = 0.0  # seconds DuckDB has worked on the statement, up to _since
+        self._since: float | None = time.monotonic()  # None: the caller has the statement
         self._old_wakeup: int | None = None
         if limits.watched:
             self._read, self._write = os.pipe()
@@ -84,25 +95,63 @@ class LimitWatch:
 
     def _watch(self) -> None:
         timeout = self.limits.timeout
-        while True:
-            ready, _, _ = select.select([self._read], [], [], timeout)
-            if not ready:
-                self.timed_out = True
-                break
-            woken = os.read(self._read, 512)
-            if _WAKE in woken or self._stopped.is_set():
-                return
-            if signal.SIGINT.value in woken:
-                self.interrupted = True
-                break
+        woke = self._wait(timeout, stop_on_ctrl_c=True)
+        if woke == "stopped":
+            return
+        self.timed_out, self.interrupted = woke == "elapsed", woke == "ctrl-c"
         self.cursor.interrupt()
-        if self.limits.exit_after is not None and not self._stopped.wait(self.limits.exit_after):
+        if self.limits.exit_after is None:
+            return
+        if self._wait(self.limits.exit_after, stop_on_ctrl_c=False) == "elapsed":
             why = (f"query stopped after its {timeout:g}s time limit (`timeout`)"
                    if self.timed_out else "interrupted")
             sys.stderr.write(f"recstore: error: {why}; DuckDB did not stop within "
                              f"{self.limits.exit_after:g}s, exiting\n")
             sys.stderr.flush()
             os._exit(130 if self.interrupted else QueryLimitError.exit_code)
+
+    def _wait(self, seconds: float | None, stop_on_ctrl_c: bool) -> str:
+        """Wait until DuckDB has spent ``seconds`` more on the statement (``elapsed``; None:
+        never), :meth:`stop` is called (``stopped``) or Ctrl-C arrives (``ctrl-c``)."""
+        start = self._duckdb_time()
+        while True:
+            left = None if seconds is None else seconds - (self._duckdb_time() - start)
+            if left is not None and left <= 0 and self._since is not None:
+                return "elapsed"
+            paused = self._since is None
+            wait = None if paused or left is None else min(left, _LONGEST_WAIT)
+            ready, _, _ = select.select([self._read], [], [], wait)
+            if not ready:
+                continue  # the clock is checked again at the top
+            woken = os.read(self._read, 512)
+            if _WAKE in woken or self._stopped.is_set():
+                return "stopped"
+            if stop_on_ctrl_c and signal.SIGINT.value in woken:
+                return "ctrl-c"
+
+    def _duckdb_time(self) -> float:
+        with self._clock:
+            running = 0.0 if self._since is None else time.monotonic() - self._since
+            return self._in_duckdb + running
+
+    def pause(self) -> None:
+        """The caller has the statement (between batches): stop its clock."""
+        with self._clock:
+            if self._since is not None:
+                self._in_duckdb += time.monotonic() - self._since
+                self._since = None
+
+    def resume(self) -> None:
+        """DuckDB works on the statement again (a batch is fetched): start its clock."""
+        with self._clock:
+            if self._since is not None:
+                return
+            self._since = time.monotonic()
+        if self._thread is not None and not self._stopped.is_set():
+            try:
+                os.write(self._write, _RESUME)
+            except (BlockingIOError, OSError):
+                pass  # full of wake-ups already, or the watch just ended
 
     def stop(self) -> None:
         """End the watch (idempotent); restores the previous Ctrl-C wake-up file."""
@@ -137,8 +186,7 @@ class LimitWatch:
             return QueryLimitError(
                 f"query stopped after its {self.limits.timeout:g}s time limit; narrow it, or "
                 "raise the limit (`timeout` SECONDS, 0 for none)")
-        return InputError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                          source="query")
+        return query_error(exc)
 
     def batches(self, reader: pa.RecordBatchReader, result: ResultStream
                 ) -> Iterator[pa.RecordBatch]:
@@ -169,6 +217,13 @@ class _Watched(Iterator["pa.RecordBatch"]):
         self._watch.close()
 
 
+def query_error(exc: BaseException, source: str = "query") -> InputError:
+    """DuckDB's error for a query (conversion, binder, out of range ...) as one line naming
+    ``source``: its first line, without the LINE/caret excerpt that follows."""
+    return InputError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                      source=source)
+
+
 def cap_rows(result: ResultStream, max_rows: int | None) -> ResultStream:
     """``result`` with at most ``max_rows`` rows (for results not run by :class:`LimitWatch`,
     such as Spark's); ``result.truncated`` says whether rows were cut."""
@@ -196,12 +251,15 @@ def _translated(reader: pa.RecordBatchReader, watch: LimitWatch) -> Iterator[pa.
 
     iterator = iter(reader)
     while True:
+        watch.resume()
         try:
             batch = next(iterator)
         except StopIteration:
             return
         except (duckdb.Error, OSError, RuntimeError) as exc:
             raise watch.error(exc) from None
+        finally:
+            watch.pause()
         yield batch
 
 

@@ -85,8 +85,9 @@ def convert(raw: str, param: Param, now: datetime | None = None) -> Any:
 
             return parse_timestamp(raw, now)
         return raw
-    except ValueError:
-        raise InputError(f"parameter {param.name}={raw!r} is not a valid {param.type}",
+    except ValueError as exc:
+        why = f": {exc}" if param.type == "timestamp" else ""
+        raise InputError(f"parameter {param.name}={raw!r} is not a valid {param.type}{why}",
                          source="--param") from None
 
 

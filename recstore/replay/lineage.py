@@ -10,26 +10,26 @@ through one ``BatchWriter`` for a whole command, its batches committed in the ba
 source run is only read, never written. The ``replays`` and ``replay_calls`` views
 (``schema/020_replay.sql``) expose the detail as columns.
 
-A replay is always a run of its own, never a revision of a stored run: a replay whose ``runId``
-(chosen by the replayer: an external command may print any) names a stored run, or another
-replay of the same command, is stored under a fresh id; the id it claimed is kept as
-``metadata.replayClaimedRunId`` and the lineage detail's ``claimedRunId``. The one exception is
-the same replay again (identical record, a replay of the same source, e.g. a deterministic
-replayer run twice): it is the stored replay, and nothing is appended.
+A replay is always a run of its own, never a revision of a stored run (``recstore.store.derived``,
+which ingest uses for aioc's replay lines too): a replay whose ``runId`` (chosen by the replayer:
+an external command may print any) names a stored run, or another replay of the same command, is
+stored under a fresh id; the id it claimed is kept as ``metadata.replayClaimedRunId`` and the
+lineage detail's ``claimedRunId``. The one exception is the same replay again (identical record,
+a replay of the same source, e.g. a deterministic replayer run twice): it is the stored replay,
+and nothing is appended.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import duckdb
 
-from recstore.formats.events import Event, events_to_record
 from recstore.formats.reader import RawInput
 from recstore.replay.replay import ReplayReport
 from recstore.store import Store
+from recstore.store.derived import RELATION, OwnRuns
 from recstore.store.ingest import BatchWriter, IngestSummary, SourceCounts
 from recstore.store.prepare import Prepared, Refused, prepare
 from recstore.store.store import StoredRun
@@ -46,7 +46,6 @@ __all__ = [
     "store_replays",
 ]
 
-RELATION = "replay_of"
 REPLAY_SOURCE = "recstore:replay"  # the source URI of replays stored by the replay commands
 REPLAY_TAGS = {"kind": "replay"}
 # Prepared replays placed per look-up query (their run keys are looked up together).
@@ -145,16 +144,13 @@ class ReplayWriter:
         )
         self._counts = SourceCounts(self._writer.open_source(source_uri, "records"))
         self._pending: list[_Pending] = []
-        # run key -> (record hash, source run key) of every replay this writer placed
-        self._placed: dict[str, tuple[bytes, str | None]] = {}
-        self._reader = con.cursor()  # looks up stored replays while batches commit on ``con``
+        self._own = OwnRuns(self._writer, REPLAY_SOURCE)
 
     def __enter__(self) -> ReplayWriter:
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
         self._writer.close()
-        self._reader.close()
 
     def add(self, prepared: Prepared | Refused, lineage: Iterable[dict]) -> Placed:
         """Queue one prepared replay record with its lineage rows (each names it as ``child``;
@@ -179,43 +175,13 @@ class ReplayWriter:
         self._pending = []
 
     def _own_run(self, pending: _Pending, stored: dict) -> tuple[Prepared | Refused, list[dict]]:
-        """The record to store for ``pending`` and its lineage rows: under a fresh id when its
-        runId is taken, with no rows when it is the same replay stored already."""
-        p, links, placed = pending.prepared, pending.lineage, pending.placed
+        """The record to store for ``pending`` and its lineage rows (``store.derived``)."""
+        p, placed = pending.prepared, pending.placed
         if not isinstance(p, Prepared):
-            return p, links
-        source_key = links[0].get("parent_run_key") if links else None
-        claimed = p.run_id
-        attempt = 0
-        while True:
-            state = self._placed.get(p.key) or self._stored_replay(p.key, stored, source_key)
-            if state is None:  # a new run
-                self._placed[p.key] = (p.record_hash, source_key)
-                break
-            if state == (p.record_hash, source_key):  # the same replay again: a duplicate
-                links = []
-                break
-            attempt += 1
-            p = _renamed(pending.prepared, _fresh_id(source_key, claimed, attempt))
-        if p is not pending.prepared:
-            links = [_relinked(link, pending.prepared, p, claimed) for link in links]
-            placed.claimed_run_id = claimed
+            return p, pending.lineage
+        p, links, placed.claimed_run_id = self._own.own_run(p, pending.lineage, stored)
         placed.run_key, placed.run_id = p.key, p.run_id
         return p, links
-
-    def _stored_replay(self, key: str, stored: dict, source_key: str | None
-                       ) -> tuple[bytes, str | None] | None:
-        """(record hash, ``source_key`` if it is a replay of that run, else None) of the stored
-        run ``key``; None when no run ``key`` is stored."""
-        if key not in stored:
-            stored.update(self._writer.current_of([key]))
-        state = stored[key]
-        if state is None:
-            return None
-        (replays_source,) = self._reader.execute(
-            "SELECT count(*) > 0 FROM lineage_log WHERE child_run_key = ? AND relation = ? "
-            "AND parent_run_key = ?", [key, RELATION, source_key]).fetchone()
-        return state.record_hash, source_key if replays_source else None
 
     def close(self) -> IngestSummary:
         """Store everything queued, record the input as read and commit; the summary lists
@@ -224,34 +190,6 @@ class ReplayWriter:
         self._writer.finish_source(self._counts)
         self._writer.flush()
         return self._writer.summary
-
-
-def _fresh_id(source_key: str | None, claimed: str, attempt: int) -> str:
-    """A run id for a replay whose own is taken: derived from what it replays and claimed, so
-    the same replay stored again gets the same id (and is recognised as a duplicate)."""
-    seed = "\x1f".join((source_key or "", claimed, str(attempt)))
-    return "replay-" + hashlib.sha256(seed.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-def _renamed(p: Prepared, run_id: str) -> Prepared:
-    """``p`` prepared again under ``run_id``, the id it came with kept in its metadata."""
-    record = events_to_record(Event(*event) for event in p.events)
-    metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
-    record["runId"] = run_id
-    record["metadata"] = {**metadata, "replayClaimedRunId": p.run_id}
-    renamed = prepare(RawInput(REPLAY_SOURCE, p.line, None, record))
-    assert isinstance(renamed, Prepared), "a valid record with another runId stays valid"
-    return renamed
-
-
-def _relinked(link: dict, old: Prepared, new: Prepared, claimed: str) -> dict:
-    """``link`` naming ``new`` instead of ``old``; a ``replay_of`` row also keeps the claim."""
-    link = dict(link)
-    if link.get("child") in (old.run_id, old.key):
-        link["child"] = new.run_id
-    if link.get("relation") == RELATION and isinstance(link.get("detail"), dict):
-        link["detail"] = {**link["detail"], "claimedRunId": claimed}
-    return link
 
 
 def store_replays(

@@ -54,7 +54,7 @@ def lineage_tree(store: Store, ref: str, *, limit: int = TREE_LIMIT) -> dict:
 
 def _node(key: str, relation: str | None, run_id, status, report, mode) -> dict:
     out = {"run_key": key, "run_id": run_id, "relation": relation, "status": status}
-    if report is not None:
+    if report is not None or mode is not None:  # a replay line's has a mode, no verdict
         out.update(report_status=report, mode=mode)
     out["children"] = []
     return out
@@ -113,7 +113,7 @@ def render_tree(tree: dict) -> str:
         node, lead, indent = stack.pop()
         label = f"{node['run_key']} [{node['status']}]"
         if node.get("relation"):
-            extra = f" {node['mode']} {node['report_status']}" if node.get("report_status") else ""
+            extra = "".join(f" {node[k]}" for k in ("mode", "report_status") if node.get(k))
             label = f"{label} ({node['relation']}{extra})"
         lines.append(lead + label + _MARKERS.get(node.get("marker"), ""))
         kids = node["children"]

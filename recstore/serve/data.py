@@ -14,12 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
+import sqlglot
 from sqlglot import exp
 
 from recstore.errors import InputError
 from recstore.formats.jsontext import loads_json
 from recstore.query import QueryLimits, compile_dsl, execute, open_reader, run_query
-from recstore.query.api import CompiledQuery
+from recstore.query.api import CompiledQuery, lean_runs
 from recstore.query.dsl import python_literal
 from recstore.query.limits import QUERY_MAX_ROWS, QUERY_TIMEOUT
 from recstore.query.saved import list_saved, resolve_saved
@@ -118,6 +119,7 @@ def runs_page(store: Store, text: str = "", sort: str = "started", descending: b
         tree = _filter_tree(text, catalog)
         tree.set("expressions", [exp.column(c, table="runs") for c in RUN_COLUMNS]
                  + [sort_key.copy().as_("sort_value")])
+        lean_runs(tree)
         if after:
             value, key = _decode_cursor(after)
             bound = exp.Tuple(expressions=[_sort_value(value, sort), python_literal(key)[0]])
@@ -148,24 +150,16 @@ def facets(store: Store, text: str = "") -> dict[str, list[dict]]:
     with open_reader(store) as con:
         catalog = catalog_from_connection(con)
         where = _filter_tree(text, catalog).args.get("where")
-        base = exp.select("*").from_("runs")
+        base = exp.select(*[exp.column(c, table="runs") for c in ["tags", *FACETS[:-1]]]
+                          ).from_("runs")
         if where is not None:
             base.set("where", where.copy())
-        selected = base.sql(dialect="duckdb", comments=False)
-        parts = []
-        for name in FACETS:
-            if name == "tag":
-                value = ("k || '=' || json_extract_string(tags, '$.\"' || k || '\"')")
-                source = f"(SELECT tags, unnest(json_keys(tags)) AS k FROM ({selected}) AS runs)"
-            else:
-                value, source = f"CAST({name} AS VARCHAR)", f"({selected})"
-            parts.append(f"(SELECT '{name}' AS facet, {value} AS value, count(*) AS runs "
-                         f"FROM {source} AS f GROUP BY ALL ORDER BY runs DESC, value "
-                         f"LIMIT {_FACET_VALUES})")
-        sql = " UNION ALL ".join(parts)
         from recstore.query import compile_query
 
-        query = compile_query(sql, catalog, language="sql")
+        compile_query(_facets_sql(base), catalog, language="sql")  # the guard checks it
+        # ... and it runs over run_rows when the filter needs none of the runs view's joins
+        query = CompiledQuery(sqlglot.parse_one(_facets_sql(lean_runs(base)), dialect="duckdb"),
+                              "sql", catalog)
         result = execute(con, query, limits=PAGE_LIMITS)
         try:
             for facet, value, runs in result.rows():
@@ -173,6 +167,21 @@ def facets(store: Store, text: str = "") -> dict[str, list[dict]]:
         finally:
             result.close()
     return {name: out.get(name, []) for name in FACETS}
+
+
+def _facets_sql(base: exp.Select) -> str:
+    selected = base.sql(dialect="duckdb", comments=False)
+    parts = []
+    for name in FACETS:
+        if name == "tag":
+            value = ("k || '=' || json_extract_string(tags, '$.\"' || k || '\"')")
+            source = f"(SELECT tags, unnest(json_keys(tags)) AS k FROM ({selected}) AS runs)"
+        else:
+            value, source = f"CAST({name} AS VARCHAR)", f"({selected})"
+        parts.append(f"(SELECT '{name}' AS facet, {value} AS value, count(*) AS runs "
+                     f"FROM {source} AS f GROUP BY ALL ORDER BY runs DESC, value "
+                     f"LIMIT {_FACET_VALUES})")
+    return " UNION ALL ".join(parts)
 
 
 def facet_filter(text: str, facet: str, value: str | None) -> str:

@@ -39,6 +39,7 @@ REJECT_COLUMNS = (
     "reject_id", "source_id", "source_uri", "line", "reason", "path", "raw_text", "raw_bytes",
     "raw_sha256", "raw_size", "batch_id", "rejected_at",
 )
+REJECT_PROBLEM_COLUMNS = ("source_uri", "line", "reason", "raw_sha256", "problems")
 SOURCE_FILE_COLUMNS = ("source_id", "uri", "format", "compression", "batch_id", "opened_at")
 SOURCE_RESULT_COLUMNS = (
     "source_id", "sha256", "size_bytes", "status", "record_count", "accepted", "revised",
@@ -69,6 +70,7 @@ class Batch:
         self.tag_updates: dict[str, str] = {}  # run key -> tags JSON, for rows already stored
         self.lineage: list[tuple] = []
         self.rejects: list[tuple] = []
+        self.reject_problems: list[tuple] = []  # of the rejects with several problems
         self.source_files: list[tuple] = []
         self.source_results: list[tuple] = []
         self.counts = {"accepted": 0, "revised": 0, "duplicate": 0, "rejected": 0}
@@ -185,6 +187,13 @@ class BatchCommitter:
             staged.append(
                 stage_columns(
                     self._con, "rejects", REJECT_COLUMNS, batch.rejects,
+                    columns_cache=self._columns, unless_exists=_REJECT_KEY,
+                )
+            )
+        if batch.reject_problems:
+            staged.append(
+                stage_columns(
+                    self._con, "reject_problems", REJECT_PROBLEM_COLUMNS, batch.reject_problems,
                     columns_cache=self._columns, unless_exists=_REJECT_KEY,
                 )
             )

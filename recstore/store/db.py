@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, overload
 
 import duckdb
 
@@ -50,12 +50,28 @@ __all__ = [
     "apply_schema_files",
     "pending_schema_files",
     "refresh_views",
+    "row_limit",
     "schema_files",
     "store_error",
     "stored_version",
     "transaction",
     "upgrade_due",
 ]
+
+# DuckDB's LIMIT is a BIGINT; a larger row count asks for every row.
+_MAX_LIMIT = 2**63 - 1
+
+
+@overload
+def row_limit(limit: int) -> int: ...
+@overload
+def row_limit(limit: None) -> None: ...
+def row_limit(limit: int | None) -> int | None:
+    """``limit`` as DuckDB's ``LIMIT`` takes it: a count past BIGINT (``--limit
+    99999999999999999999999``) is clamped, since no store holds that many rows, instead of
+    failing DuckDB's conversion."""
+    return None if limit is None else min(limit, _MAX_LIMIT)
+
 
 _SCHEMA_FILE = re.compile(r"(\d{3})_[\w-]+\.sql\Z")
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")

@@ -37,6 +37,7 @@ from recstore.store.batches import (
     now,
 )
 from recstore.store.chain import DEFAULT_BATCH_SIZE, line_digest
+from recstore.store.derived import OwnRuns
 from recstore.store.prepare import Prepared, Preparer, Refused, run_key_for, utf8_safe
 from recstore.store.projection import (
     COLUMNS,
@@ -200,6 +201,7 @@ class BatchWriter:
         # Looks stored streams up while a batch commits through ``con``: what was committed
         # before this writer began is all it needs (what the writer appended, it remembers).
         self._reader = con.cursor()
+        self._own_runs: OwnRuns | None = None  # places aioc replay lines (made when one comes)
         self._next_seq = self._max("SELECT max(seq) FROM events") + 1
         self._next_batch = self._max("SELECT max(batch_id) FROM batches") + 1
         self._next_source = (
@@ -300,12 +302,15 @@ class BatchWriter:
         Returns each record's outcome (``accepted``, ``revised``, ``duplicate``, ``rejected``).
         """
         links = _Links(lineage)
-        self._look_up([p.key for p in chunk if isinstance(p, Prepared)])
+        self._look_up([key for p in chunk if isinstance(p, Prepared) for key in _keys_of(p)])
         outcomes = []
         for p in chunk:
             if isinstance(p, Refused):
                 outcome = "rejected"
-                self.reject(p.raw, counts.source_id, p.reason, p.path)
+                self.reject(p.raw, counts.source_id, p.reason, p.path, p.problems)
+            elif p.lineage:
+                p, own = self._as_replay(p)
+                outcome = self._store(p, counts.source_id, links, own)
             else:
                 outcome = self._store(p, counts.source_id, links)
             counts.add(outcome)
@@ -318,8 +323,31 @@ class BatchWriter:
             self.submit_if_full()
         return outcomes
 
-    def reject(self, raw: RawInput, source_id: int, reason: str, path: str | None) -> None:
-        """Keep ``raw`` in the rejects table (once per URI, line, reason and content)."""
+    def _as_replay(self, p: Prepared) -> tuple[Prepared, list[dict]]:
+        """An aioc replay line's record (``p.lineage`` is its ``replay_of`` row) placed as
+        ``recstore replay`` places a replay (``store.derived``): a run of its own. The row names
+        the source by key, revision and record hash when it is stored; else by run id only,
+        which the ``lineage`` and ``replays`` views resolve once the source is ingested."""
+        link, *rest = p.lineage
+        source = self.current(_source_key(link))
+        if source is not None:
+            link = {**link, "parent_run_key": _source_key(link), "detail": {
+                "sourceRevision": source.revision, "sourceRecordHash": source.record_hash.hex(),
+                **link["detail"]}}
+        if self._own_runs is None:
+            self._own_runs = OwnRuns(self, "aioc replay line")
+        placed, links, _ = self._own_runs.own_run(p, [link, *rest], {})
+        return placed, links
+
+    def look_up(self, sql: str, params: list) -> duckdb.DuckDBPyConnection:
+        """Run a read query on the look-up cursor (what was committed before this writer began,
+        while a batch commits on the writer connection)."""
+        return self._reader.execute(sql, params)
+
+    def reject(self, raw: RawInput, source_id: int, reason: str, path: str | None,
+               problems: list[dict] | None = None) -> None:
+        """Keep ``raw`` in the rejects table (once per URI, line, reason and content), with
+        every problem (``{path, problem}``) in ``reject_problems`` when there are several."""
         data = raw.data
         if data is None:
             data = (raw.text if raw.text is not None else dumps_json(raw.value)).encode(
@@ -334,6 +362,9 @@ class BatchWriter:
                 raw.size if raw.size is not None else len(data), self._batch.batch_id, now(),
             )
         )
+        if problems:
+            row = self._batch.rejects[-1]
+            self._batch.reject_problems.append((*row[2:5], row[8], dumps_json(problems)))
         self._next_reject += 1
         self._batch.counts["rejected"] += 1
         self.summary.rejected += 1
@@ -341,7 +372,7 @@ class BatchWriter:
             where = f"{raw.source_uri}:{raw.line}" if raw.line is not None else raw.source_uri
             self.summary.rejects.append(
                 {"source": raw.source_uri, "line": raw.line, "path": path, "reason": reason,
-                 "where": where}
+                 "where": where, "problems": problems or [{"path": path, "problem": reason}]}
             )
 
     # -- what is stored -----------------------------------------------------------------------
@@ -389,7 +420,7 @@ class BatchWriter:
 
     # -- storing ------------------------------------------------------------------------------
 
-    def _store(self, p: Prepared, source_id: int, links: _Links) -> str:
+    def _store(self, p: Prepared, source_id: int, links: _Links, own: Iterable[dict] = ()) -> str:
         state = self._streams.get(p.key)
         if state is not None and state.record_hash == p.record_hash:
             self.count_duplicate()
@@ -407,7 +438,7 @@ class BatchWriter:
         p.projection["proj_runs"][0] = tuple(row)
         self._stage_projection(p.key, ctx, p.projection, ctx.first_seq)
         self._batch.lineage.extend(
-            _lineage_row(link, p.key, ctx.revision, source_id) for link in links.of(p)
+            _lineage_row(link, p.key, ctx.revision, source_id) for link in [*links.of(p), *own]
         )
         return "accepted" if ctx.revision == 1 else "revised"
 
@@ -609,6 +640,17 @@ class _Links:
         """The rows for record ``p``, in the order they were given."""
         found = self.common + self.by_child.get(p.run_id, []) + self.by_child.get(p.key, [])
         return [link for _, link in sorted(found, key=lambda pair: pair[0])]
+
+
+def _keys_of(p: Prepared) -> list[str]:
+    """The run keys storing ``p`` looks up: its own, and its source's when it is a replay line
+    (so a chunk's sources are looked up with it, in one query)."""
+    return [p.key, _source_key(p.lineage[0])] if p.lineage else [p.key]
+
+
+def _source_key(link: dict) -> str:
+    """The run key of the source an aioc replay line's ``replay_of`` row names by run id."""
+    return run_key_for("aioc", link["parent_run_id"])
 
 
 def _lineage_row(link: dict, key: str, revision: int, source_id: int) -> tuple:

@@ -31,6 +31,7 @@ from recstore.formats.aioc import validate_run_record
 from recstore.formats.events import record_to_events
 from recstore.formats.jsontext import dumps_json
 from recstore.formats.reader import PENDING, RawInput, parse_input
+from recstore.formats.replay_line import replay_line
 from recstore.store.chain import line_digest
 from recstore.store.projection import Projection, RunContext, project_record
 
@@ -107,6 +108,9 @@ class Prepared:
     digests: list[str]
     projection: Projection
     record: dict | None = None  # kept only for in-process callers that need it
+    # lineage the input itself carries: an aioc replay line's ``replay_of`` row (its source
+    # named by ``parent_run_id``), which the writer places as a replay (``store.derived``)
+    lineage: list[dict] | None = None
 
 
 @dataclass(slots=True)
@@ -116,6 +120,7 @@ class Refused:
     raw: RawInput
     reason: str
     path: str | None
+    problems: list[dict] | None = None  # every problem ({path, problem}) when there are several
 
 
 def prepare(raw: RawInput, fmt: str = "aioc", keep_record: bool = False) -> Prepared | Refused:
@@ -143,18 +148,26 @@ def _prepare(raw: RawInput, fmt: str, keep_record: bool) -> Prepared | Refused:
     if not isinstance(record, dict):
         return Refused(_lean(raw), f"not a JSON object (got {json_type_name(record)})", None)
     try:
-        validate_run_record(record, source=raw.source_uri)
+        line = replay_line(record, source=raw.source_uri)
+        if line is None:
+            validate_run_record(record, source=raw.source_uri)
+        else:
+            record = line.record
     except InputError as exc:
-        return Refused(_lean(raw), exc.problem, exc.path)
+        return Refused(_lean(raw), exc.problem, exc.path, exc.problems)
     run_id = record["runId"]
     key = run_key_for(fmt, run_id)
     item_canons = [canonical_bytes(item) for item in record["items"]]
     events = [tuple(e) for e in record_to_events(record)]
     digests = [line_digest(key, pos, 1, *event) for pos, event in enumerate(events)]
     ctx = RunContext(key, utf8_safe(run_id), fmt, 1, "{}", 0, raw.line, 0, 0, len(events) - 1)
+    lineage = None
+    if line is not None:
+        lineage = [{"relation": "replay_of", "parent_run_id": line.source_run_id,
+                    "child": run_id, "detail": line.lineage_detail()}]
     return Prepared(
         key, ctx.run_id, fmt, raw.line, record_hash(record, item_canons), events, digests,
-        project_record(record, ctx, item_canons), record if keep_record else None,
+        project_record(record, ctx, item_canons), record if keep_record else None, lineage,
     )
 
 

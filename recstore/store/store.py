@@ -357,7 +357,7 @@ class Store:
             cur = con.execute(
                 "SELECT run_key, revision, status, agent, model, started_text, item_count, "
                 "tool_call_count, request_count FROM runs ORDER BY last_seq DESC LIMIT ?",
-                [limit],
+                [db.row_limit(limit)],
             )
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
@@ -371,28 +371,19 @@ class Store:
             return dict(zip(names, cur.fetchone(), strict=True))
 
     def rejects(self, limit: int | None = None, since: datetime | None = None) -> list[dict]:
-        """Stored rejects, oldest first: at most ``limit``, rejected at or after ``since``."""
+        """Stored rejects, oldest first: at most ``limit``, rejected at or after ``since``, each
+        with every problem found (``problems``; see :func:`recstore.store.rejects.rejects`)."""
+        from recstore.store import rejects
+
         with self.reader() as con:
-            cur = con.execute(
-                "SELECT reject_id, source_uri, line, reason, path, raw_text, raw_size, "
-                "rejected_at FROM rejects WHERE ? IS NULL OR rejected_at >= ? "
-                "ORDER BY reject_id LIMIT ?",
-                [since, since, limit],
-            )
-            names = [d[0] for d in cur.description]
-            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+            return rejects.rejects(con, limit, since)
 
     def reject_summary(self, since: datetime | None = None) -> list[dict]:
         """Rejects counted by reason (most frequent first), with their sources and last time."""
+        from recstore.store import rejects
+
         with self.reader() as con:
-            cur = con.execute(
-                "SELECT reason, count(*) AS rejects, count(DISTINCT source_uri) AS sources, "
-                "max(rejected_at) AS last_rejected_at FROM rejects "
-                "WHERE ? IS NULL OR rejected_at >= ? GROUP BY reason ORDER BY rejects DESC, reason",
-                [since, since],
-            )
-            names = [d[0] for d in cur.description]
-            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+            return rejects.reject_summary(con, since)
 
     def verify(self, progress: Progress = NO_PROGRESS) -> VerifyReport:
         """Check the batch hash chain and every reference of the log, and that a rebuild

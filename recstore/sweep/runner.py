@@ -34,7 +34,6 @@ from typing import Any
 from recstore.canonical import canonical_json
 from recstore.errors import (
     EmptySelectionError,
-    InputError,
     JudgeError,
     NotFoundError,
     RecstoreError,
@@ -275,8 +274,6 @@ def select_cases(store: Any, spec: SweepSpec) -> tuple[list[tuple[str, int, str]
 
 def _selected_keys(store: Any, query: str, params: dict[str, str]) -> list[str]:
     """Run keys a DSL filter, SQL query or ``@saved`` query selects (with its parameters)."""
-    import duckdb
-
     from recstore.query import load_saved, select_run_keys
 
     where = "select.query"
@@ -284,12 +281,7 @@ def _selected_keys(store: Any, query: str, params: dict[str, str]) -> list[str]:
     if query.startswith("@"):
         saved = load_saved(query)
         query, bound, where = saved.text, saved.bind(params), f"saved query @{saved.name}"
-    try:
-        return select_run_keys(store, query, params=bound or None)
-    except duckdb.BinderException as exc:
-        if "run_key" not in str(exc):
-            raise
-        raise InputError(f"{where} has no run_key column; a sweep selects runs") from None
+    return select_run_keys(store, query, params=bound or None, what=where)
 
 
 def _revisions(store: Any, keys: Sequence[str], include_replays: bool) -> dict[str, tuple[int, str]]:
