@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 from sqlglot import exp
@@ -299,13 +299,22 @@ def require_selection(count: int, text: str, what: str, allow_empty: bool) -> No
             "(`allow_empty` accepts an empty selection)", what=what)
 
 
-def lean_runs(tree: exp.Select) -> exp.Select:
-    """``tree`` (a select from ``runs``) reading ``run_rows`` under the name ``runs`` when it
-    reads no column the ``runs`` view's joins add: those joins cost more than the rest of a
-    filter over many runs. Changes ``tree`` in place and returns it."""
-    if not any(c.name in _JOINED_RUN_COLUMNS for c in tree.find_all(exp.Column)) and \
-            not any(isinstance(s, exp.Star) for s in tree.expressions):
-        tree.args["from_"].set("this", exp.to_table("run_rows").as_("runs"))
+_Tree = TypeVar("_Tree", bound=exp.Expr)
+
+
+def lean_runs(tree: _Tree) -> _Tree:
+    """``tree`` (checked by the guard already) reading ``run_rows`` wherever it reads the
+    ``runs`` view, under the same name, when no part of it reads a column the view's joins add
+    or selects ``*``: those joins cost more than the rest of a filter over many runs. Changes
+    ``tree`` in place and returns it."""
+    if any(c.name in _JOINED_RUN_COLUMNS for c in tree.find_all(exp.Column)):
+        return tree
+    if any(isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star))
+           for select in tree.find_all(exp.Select) for p in select.expressions):
+        return tree
+    for table in list(tree.find_all(exp.Table)):
+        if table.name == "runs" and not table.db:
+            table.replace(exp.to_table("run_rows").as_(table.alias_or_name))
     return tree
 
 

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-import sqlglot
 from sqlglot import exp
 
 from recstore.errors import InputError
@@ -156,10 +155,8 @@ def facets(store: Store, text: str = "") -> dict[str, list[dict]]:
             base.set("where", where.copy())
         from recstore.query import compile_query
 
-        compile_query(_facets_sql(base), catalog, language="sql")  # the guard checks it
-        # ... and it runs over run_rows when the filter needs none of the runs view's joins
-        query = CompiledQuery(sqlglot.parse_one(_facets_sql(lean_runs(base)), dialect="duckdb"),
-                              "sql", catalog)
+        query = compile_query(_facets_sql(base), catalog, language="sql")
+        lean_runs(query.tree)  # over run_rows when the filter needs none of the view's joins
         result = execute(con, query, limits=PAGE_LIMITS)
         try:
             for facet, value, runs in result.rows():
