@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,34 @@ def from_source_sweep(folder: Path, name: str, query: str, select_extra: str = "
     path.write_text(f"name = {json.dumps(name)}\n[select]\nquery = {json.dumps(query)}\n"
                     f"{select_extra}[candidate]\nfrom_source = true\n", encoding="utf-8")
     return path
+
+
+def tagged_store(path: Path, cases: int, seed: int):
+    """A store at ``path`` with ``cases`` generated runs tagged ``set=baseline`` (source URI
+    ``baseline``) and their ``set=candidate`` variants."""
+    from recstore.store import Store
+    from recstore.synth import generate_corpus
+
+    store = Store(path)
+    for variant in ("baseline", "candidate"):
+        store.ingest_records(list(generate_corpus(cases, seed=seed, variant=variant)),
+                             source_uri=variant, tags={"set": variant})
+    return store
+
+
+def read_terminal(leader: int) -> bytes:
+    """Everything a pseudo-terminal's ``leader`` receives until the command on it ends (or is
+    silent for two minutes)."""
+    received = b""
+    while select.select([leader], [], [], 120)[0]:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the command ended
+            break
+        if not chunk:
+            break
+        received += chunk
+    return received
 
 
 def hostile_cases(name: str) -> list[tuple[str, ...]]:

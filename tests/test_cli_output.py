@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import select
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 
 from recstore.sweep.schedule import ScheduleEvent
 
-from .conftest import AIOC_FIXTURES, CORPUS_DEV
+from .conftest import AIOC_FIXTURES, CORPUS_DEV, read_terminal
 
 CORPUS = str(CORPUS_DEV / "corpus-baseline.ndjson.gz")
 SPEC = ('name = "nightly"\n[select]\nquery = "status = \'completed\'"\n[candidate]\n'
@@ -39,18 +38,7 @@ def on_a_terminal(db: Path, *args: str, stdout: bool = False, env: dict | None =
                             env={**os.environ, "COLUMNS": "100", "LINES": "30", "TERM": "xterm",
                                  **(env or {})})
     os.close(follower)
-    received = b""
-    while True:
-        ready, _, _ = select.select([leader], [], [], 120)
-        if not ready:
-            break
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the terminal closed: the command ended
-            break
-        if not chunk:
-            break
-        received += chunk
+    received = read_terminal(leader)
     proc.wait(timeout=120)
     os.close(leader)
     return received.decode("utf-8", "replace")

@@ -23,11 +23,10 @@ import pyarrow.parquet as pq
 import pytest
 from rich.cells import cell_len
 
-from recstore.store import Store
 from recstore.sweep.runner import run_sweep
 from recstore.sweep.spec import parse_spec
-from recstore.synth import generate_corpus
 
+from .conftest import tagged_store
 from .hostile_cases import hostile_lines
 
 BULK = ["compare", "--baseline", "tag.set = 'baseline'", "--candidate", "tag.set = 'candidate'",
@@ -48,10 +47,7 @@ def recstore(db: Path, *args: str, columns: str | None = None) -> subprocess.Com
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two tagged run sets of 6 generated cases and one finished sweep run (``wide``)."""
-    store = Store(tmp_path_factory.mktemp("outputs") / "s.duckdb")
-    for variant in ("baseline", "candidate"):
-        store.ingest_records(list(generate_corpus(6, seed=3, variant=variant)),
-                             source_uri=variant, tags={"set": variant})
+    store = tagged_store(tmp_path_factory.mktemp("outputs") / "s.duckdb", 6, seed=3)
     run_sweep(store, parse_spec({"name": "wide", "select": {"query": "tag.set = 'baseline'"},
                                  "candidate": {"from_source": True}}, source="test"))
     return store.path

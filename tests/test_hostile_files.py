@@ -21,7 +21,7 @@ from recstore.sweep.runner import run_sweep
 from recstore.sweep.spec import parse_spec
 from recstore.synth import generate_corpus
 
-from .conftest import AIOC_FIXTURES
+from .conftest import AIOC_FIXTURES, tagged_store
 from .hostile_cases import hostile_lines
 from .query_support import run_cli
 
@@ -55,11 +55,8 @@ def _assert_one_error_line(result: subprocess.CompletedProcess[str], *fragments:
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     """Two tagged run sets, one finished sweep run (``planted``) and a finished export."""
     home = tmp_path_factory.mktemp("hostile-files")
-    store = Store(home / "store" / "s.duckdb")
-    store.path.parent.mkdir()
-    for variant in ("baseline", "candidate"):
-        store.ingest_records(list(generate_corpus(4, seed=5, variant=variant)),
-                             source_uri=variant, tags={"set": variant})
+    (home / "store").mkdir()
+    store = tagged_store(home / "store" / "s.duckdb", 4, seed=5)
     spec = parse_spec({"name": SWEEP, "select": {"query": "tag.set = 'baseline'"},
                        "candidate": {"from_source": True}}, source="test")
     run_sweep(store, spec)

@@ -13,8 +13,8 @@ import subprocess
 import pytest
 
 from recstore.store import Store
-from recstore.synth import generate_corpus
 
+from .conftest import tagged_store
 from .hostile_cases import hostile_lines
 from .query_support import run_cli
 
@@ -26,11 +26,7 @@ HUGE = "99999999999999999999999"  # past DuckDB's BIGINT
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     """Four runs tagged set=baseline and four tagged set=candidate."""
-    store = Store(tmp_path_factory.mktemp("hostile-inputs") / "s.duckdb")
-    for variant in ("baseline", "candidate"):
-        store.ingest_records(list(generate_corpus(4, seed=5, variant=variant)),
-                             source_uri=variant, tags={"set": variant})
-    return store
+    return tagged_store(tmp_path_factory.mktemp("hostile-inputs") / "s.duckdb", 4, seed=5)
 
 
 def _assert_one_error(result: subprocess.CompletedProcess[str], fragment: str) -> None:

@@ -13,8 +13,8 @@ from recstore.files import private_dir, private_open
 from recstore.store import Store
 from recstore.sweep.runner import run_sweep
 from recstore.sweep.spec import parse_spec
-from recstore.synth import generate_corpus
 
+from .conftest import tagged_store
 from .query_support import run_cli
 
 
@@ -27,11 +27,7 @@ def permissive_umask():
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    store = Store(tmp_path_factory.mktemp("private") / "s.duckdb")
-    for variant in ("baseline", "candidate"):
-        store.ingest_records(list(generate_corpus(6, seed=3, variant=variant)),
-                             source_uri=variant, tags={"set": variant})
-    return store
+    return tagged_store(tmp_path_factory.mktemp("private") / "s.duckdb", 6, seed=3)
 
 
 def _mode(path: Path) -> int:

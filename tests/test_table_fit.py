@@ -11,7 +11,6 @@ import json
 import os
 import pty
 import re
-import select
 import struct
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from rich.cells import cell_len
 
 from recstore.query.table import is_key_column, write_table
 
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, read_terminal
 from .query_support import run_cli
 
 COLS, LINES = 100, 40
@@ -41,15 +40,7 @@ def on_terminal(db: Path, *args: str) -> list[str]:
                             stdin=follower, stdout=follower, stderr=follower,
                             env={**env, "TERM": "xterm"})
     os.close(follower)
-    received = b""
-    while select.select([leader], [], [], 120)[0]:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the terminal closed: the command ended
-            break
-        if not chunk:
-            break
-        received += chunk
+    received = read_terminal(leader)
     assert proc.wait(timeout=120) == 0, received.decode("utf-8", "replace")
     os.close(leader)
     return received.decode("utf-8").replace("\r\n", "\n").splitlines()
