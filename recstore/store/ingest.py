@@ -562,23 +562,16 @@ class BatchWriter:
         batch = self._batch
         if batch.first_seq is None:
             batch.first_seq = self._next_seq
-        seq = self._next_seq
-        start = pos
-        families = batch.events
-        for etype, idx, turn, payload in events:
-            families[FAMILY_OF.get(etype, 0)].append(
-                (seq, key, pos, revision, etype, idx, turn, payload, source_id)
-            )
-            batch.payload_bytes += len(payload)
-            seq += 1
-            pos += 1
+        families = [FAMILY_OF.get(event[0], 0) for event in events]
+        batch.events.add(self._next_seq, key, pos, revision, events, families, source_id)
+        batch.payload_bytes += sum(len(event[3]) for event in events)
         if digests is None:
             digests = [
-                line_digest(key, start + i, revision, *event) for i, event in enumerate(events)
+                line_digest(key, pos + i, revision, *event) for i, event in enumerate(events)
             ]
         batch.events_digest.add_line_digests(digests)
-        self._next_seq = seq
-        return pos
+        self._next_seq += len(events)
+        return pos + len(events)
 
     def count_duplicate(self) -> None:
         """Count a run found identical to its stored revision (nothing is appended)."""

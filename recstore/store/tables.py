@@ -28,6 +28,7 @@ __all__ = [
     "insert_columns",
     "insert_rows",
     "registered",
+    "stage_column_lists",
     "stage_columns",
     "table_columns",
 ]
@@ -178,6 +179,24 @@ def stage_columns(
     ``unless_exists`` names columns that identify a row: a row equal on them to one already in
     the table is not inserted. ``columns_cache`` (a dict owned by the caller, valid while the
     schema does not change) saves one catalog query per call."""
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(names)
+    return stage_column_lists(
+        con, table, names, columns, catalog, columns_cache, unless_exists, add
+    )
+
+
+def stage_column_lists(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    names: Sequence[str],
+    columns: Sequence[Sequence],
+    catalog: str | None = None,
+    columns_cache: dict | None = None,
+    unless_exists: Sequence[str] | None = None,
+    add: tuple[Sequence[str], Sequence[int]] | None = None,
+) -> StagedInsert:
+    """:func:`stage_columns` of rows given as one sequence of values per column of ``names``
+    (a caller that builds columns skips the transposition)."""
     types = dict(_live_columns(con, table, catalog, columns_cache))
     unknown = [n for n in names if n not in types or types[n] not in ARROW_TYPES]
     if unknown:
@@ -192,7 +211,6 @@ def stage_columns(
         if derived is not None:
             targets.append(name)
             select.append(derived)
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(names)
     arrays = [
         arrow_column(values, ARROW_TYPES[types[name]], types[name] == "JSON")
         for name, values in zip(names, columns, strict=True)
