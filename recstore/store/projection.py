@@ -11,6 +11,8 @@ read them from the event a row points at (``event_seq``).
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -24,14 +26,15 @@ from recstore.records.keys import (
     RunKeys,
     call_keys,
     calls_key,
+    digest_key,
     entry_keys,
     sequence_key,
-    text_key,
 )
 
 __all__ = [
     "COLUMNS",
     "EXTRA_COLUMNS",
+    "ItemsKeys",
     "PROJECTION_TABLES",
     "SEQ_COLUMNS",
     "Projection",
@@ -179,15 +182,44 @@ def fold_tags(changes: list[dict]) -> dict[str, str]:
     return tags
 
 
-def items_keys(item_canons: list[bytes], count: int | None) -> tuple[int, list[tuple[int, int]]]:
-    """Key of canonical ``items`` and of ``items[:k]`` for every k in 1..count, given each item's
-    canonical JSON: canonical JSON of a list is ``[`` + elements joined by ``,`` + ``]``, so each
-    prefix is the running text closed with ``]``."""
-    limit = min(count or 0, len(item_canons))
-    prefixes = []
-    for k in range(1, limit + 1):
-        prefixes.append((k, text_key(b"[" + b",".join(item_canons[:k]) + b"]")))
-    return text_key(b"[" + b",".join(item_canons) + b"]"), prefixes
+class ItemsKeys:
+    """Key of canonical ``items`` and of ``items[:k]`` for every k in 1..count, fed each item's
+    canonical JSON in order and keeping none of it: canonical JSON of a list is ``[`` +
+    elements joined by ``,`` + ``]``, so each prefix's key is the running digest closed with
+    ``]``."""
+
+    def __init__(self, count: int | None) -> None:
+        self._digest = hashlib.sha256(b"[")
+        self._count = count or 0
+        self._seen = 0
+        self.prefixes: list[tuple[int, int]] = []
+
+    def add(self, canon: bytes) -> bytes:
+        """Take the next item's canonical JSON (returned, so a caller can hash it too)."""
+        if self._seen:
+            self._digest.update(b",")
+        self._digest.update(canon)
+        self._seen += 1
+        if self._seen <= self._count:
+            self.prefixes.append((self._seen, self._closed()))
+        return canon
+
+    def keys(self) -> tuple[int, list[tuple[int, int]]]:
+        """``(key of the items, [(k, key of items[:k]), ...])``."""
+        return self._closed(), self.prefixes
+
+    def _closed(self) -> int:
+        closed = self._digest.copy()
+        closed.update(b"]")
+        return digest_key(closed)
+
+
+def items_keys(item_canons: Iterable[bytes], count: int | None) -> tuple[int, list[tuple[int, int]]]:
+    """:class:`ItemsKeys` of each item's canonical JSON."""
+    keys = ItemsKeys(count)
+    for canon in item_canons:
+        keys.add(canon)
+    return keys.keys()
 
 
 def _text(value: Any) -> str | None:
@@ -224,21 +256,20 @@ def event_offsets(record: dict) -> dict[str, int]:
 
 
 def project_record(
-    record: dict, ctx: RunContext, item_canons: list[bytes] | None = None
+    record: dict, ctx: RunContext, item_keys: tuple[int, list[tuple[int, int]]] | None = None
 ) -> Projection:
     """All projection rows of one record.
 
     Rows that come from one event carry its seq (``ctx.first_seq`` + its position in
-    :func:`~recstore.formats.events.record_to_events`). ``item_canons`` (each item's canonical
-    JSON) saves recomputing it when the caller already has it.
+    :func:`~recstore.formats.events.record_to_events`). ``item_keys`` (:meth:`ItemsKeys.keys`
+    of the record's items) saves printing every item again when the caller already has it.
     """
     offsets = event_offsets(record)
     base = {etype: ctx.first_seq + offset for etype, offset in offsets.items()}
     analysis = analyze(record)
-    items = record["items"]
-    if item_canons is None:
-        item_canons = [canonical_bytes(item) for item in items]
-    items_key, prefixes = items_keys(item_canons, analysis.scope.count)
+    if item_keys is None:
+        item_keys = items_keys(map(canonical_bytes, record["items"]), analysis.scope.count)
+    items_key, prefixes = item_keys
     calls = _tool_call_rows(analysis, ctx, base.get("item_appended", 0))
     policy_keys = entry_keys(_list(record, "policyDecisions"))
     guardrail_keys = entry_keys(_list(record, "guardrailDecisions"))

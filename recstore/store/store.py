@@ -216,7 +216,7 @@ class Store:
         from recstore.process import worker_pool
         from recstore.store import agentuse_ingest, otlp_io
         from recstore.store.ingest import BatchWriter
-        from recstore.store.prepare import Preparer, default_workers
+        from recstore.store.prepare import LOCAL_BYTES, WORKER_BYTES, Preparer, default_workers
 
         trees, paths = agentuse_ingest.split_paths(paths, format)
         sources = (
@@ -227,7 +227,9 @@ class Store:
         otlp_files, sources = otlp_io.split_sources(sources, format)
         traces = otlp_io.otlp_sources(otlp_files)  # read before the write lock is taken
         if workers is None:
-            workers = default_workers(sum(s.size_hint for s in sources))
+            # an input over LOCAL_BYTES is prepared here: a pool would sit idle beside it
+            workers = default_workers(
+                sum(s.small_input_bytes(LOCAL_BYTES, WORKER_BYTES) for s in sources))
         with worker_pool(workers) as pool, self.writer() as con:
             preparer = Preparer(pool, workers)
             with BatchWriter(
