@@ -214,6 +214,38 @@ def test_rescan_appends_only_changed_and_new_files(store, tmp_path):
     assert store.get_record(RUN_KEY)["completedAt"] == "2026-11-30T14:11:51.648Z"
 
 
+def test_rows_of_a_revision_point_at_the_latest_event_of_their_file(store, tmp_path):
+    """A re-scan that changes one tool part: the call's output is read from the new file event,
+    and every item row points at the latest version of some file of the run (kept files at
+    revision 1's events, the changed one at revision 2's)."""
+    data = writable_copy(tmp_path)
+    store.ingest([str(data)])
+    part = session_dir(data) / ROOT_DIR / MSG / "part" / "01M8PCRENMH5FEF5JE9N3BZ74S.json"
+    value = json.loads(part.read_text())
+    value["state"]["output"]["count"] = 2
+    part.write_text(json.dumps(value))
+    assert store.ingest([str(data)]).revised == 1
+    (part_seq,) = rows(
+        store, "SELECT seq FROM events WHERE revision = 2 AND payload->>'path' LIKE ?",
+        [f"%{part.name}"],
+    )[0]
+    (output_seq, output), = rows(
+        store, "SELECT output_seq, output FROM proj_tool_calls WHERE name = 'store_list'"
+    )
+    assert output_seq == part_seq and json.loads(output)["count"] == 2
+    latest = dict(rows(
+        store, "SELECT max(seq), 0 FROM events WHERE type = 'agentuse_file' "
+        "GROUP BY payload->>'path'",
+    ))
+    revision_of = dict(rows(store, "SELECT seq, revision FROM events"))
+    item_seqs = [seq for (seq,) in rows(store, "SELECT event_seq FROM proj_items")]
+    assert item_seqs and all(seq in latest for seq in item_seqs)
+    assert {revision_of[seq] for seq in item_seqs} == {1, 2}
+    # the events are whole files: each item's own JSON is kept in its row
+    assert rows(store, "SELECT count(*) FROM proj_items WHERE payload IS NULL") == [(0,)]
+    assert store.verify().ok
+
+
 def corrupt_every_way(data) -> dict[str, str]:
     """Apply each §4.2 corruption to a copy; returns {code: path of the bad file}."""
     container = session_dir(data)

@@ -21,6 +21,7 @@ import fnmatch
 import gzip
 import hashlib
 import io
+import mmap
 import os
 import re
 import stat
@@ -161,6 +162,23 @@ class SourceFile:
         except OSError:
             return 0
 
+    def small_input_bytes(self, limit: int, enough: int) -> int:
+        """Bytes of this source's inputs of at most ``limit`` bytes each, counted until there
+        are ``enough``, as far as the file tells before it is read: a document over ``limit``
+        counts nothing, a plain NDJSON file counts its short lines, stdin and gzip files count
+        whole (their lines cannot be seen before reading them)."""
+        size = self.size_hint
+        if size <= limit or self.compression is not None or self.path is None:
+            return size
+        if self.format == "json":
+            return 0
+        try:
+            with open(self.path, "rb") as fh, \
+                    mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return _short_line_bytes(data, limit, enough)
+        except (OSError, ValueError):  # not mappable (a special file, emptied meanwhile)
+            return size
+
     def inputs(self) -> Iterator[RawInput]:
         """Yield every value of this source, in order, with its 1-based line (NDJSON only)."""
         for raw in self.units():
@@ -241,6 +259,18 @@ class SourceFile:
             ),
             data=kept, sha256=digest.digest(), size=size,
         )
+
+def _short_line_bytes(data: mmap.mmap, limit: int, enough: int) -> int:
+    """Bytes in the lines of ``data`` no longer than ``limit``, counted until ``enough``."""
+    short = start = 0
+    while start < len(data) and short < enough:
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end + 1
+        if end - start <= limit:
+            short += end - start
+        start = end
+    return short
+
 
 def _os_reason(exc: BaseException) -> str:
     """``Permission denied`` rather than ``[Errno 13] Permission denied: '/x'``."""

@@ -28,6 +28,7 @@ __all__ = [
     "call_keys",
     "call_output_key",
     "calls_key",
+    "digest_key",
     "entry_keys",
     "field_keys",
     "key_of",
@@ -38,7 +39,12 @@ __all__ = [
 
 def text_key(data: bytes) -> int:
     """Signed 64-bit prefix of sha256(data)."""
-    return int.from_bytes(hashlib.sha256(data).digest()[:8], "big", signed=True)
+    return digest_key(hashlib.sha256(data))
+
+
+def digest_key(digest: hashlib._Hash) -> int:
+    """Signed 64-bit prefix of a sha256 ``digest`` of text fed piece by piece."""
+    return int.from_bytes(digest.digest()[:8], "big", signed=True)
 
 
 def key_of(value: Any) -> int:

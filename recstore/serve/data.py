@@ -200,27 +200,10 @@ def _dsl_string(value: str) -> str:
 
 
 def run_detail(store: Store, ref: str) -> dict:
-    """Everything the run page shows: the ``runs`` row, its requests, items, visits, tool calls,
-    policy and guardrail decisions, and lineage both ways."""
-    key = store.resolve_run(ref)
-    params = {"key": key}
-    by_key = "WHERE run_key = $key"
-    return {
-        "run": store.run_row(key),
-        "requests": _rows(store, f"SELECT * FROM requests {by_key} ORDER BY request_index", params),
-        "items": _rows(store, "SELECT item_index, type, role, call_id, name, request_turn, "
-                       f"in_input, content, payload FROM items {by_key} ORDER BY item_index",
-                       params),
-        "visits": _rows(store, f"SELECT * FROM visits {by_key} ORDER BY visit_index", params),
-        "tool_calls": _rows(store, f"SELECT * FROM tool_calls {by_key} ORDER BY call_index",
-                            params),
-        "policy_decisions": _rows(store, f"SELECT * FROM policy_decisions {by_key} "
-                                  "ORDER BY decision_index", params),
-        "guardrail_decisions": _rows(store, f"SELECT * FROM guardrail_decisions {by_key}",
-                                     params),
-        "parents": _rows(store, "SELECT * FROM lineage WHERE child_run_key = $key", params),
-        "children": _rows(store, "SELECT * FROM lineage WHERE parent_run_key = $key", params),
-    }
+    """Everything the run page shows (:meth:`Store.run_detail`): the ``runs`` row, its
+    requests, items, visits, tool calls, policy and guardrail decisions, and lineage both
+    ways."""
+    return store.run_detail(ref)
 
 
 def console_query(store: Store, text: str, params: Mapping[str, str] | None = None,

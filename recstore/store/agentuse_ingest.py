@@ -1,15 +1,13 @@
-"""agentuse session trees in the store: file events, incremental re-scans, projections.
+"""agentuse session trees in the store: file events, incremental re-scans, rejects.
 
 agentuse rewrites its files while a run is alive (docs/agentuse-sessions.md §1.8), so a session
 tree is stored as a stream of **file events**: one ``agentuse_file`` event per file version
 (payload ``{path, kind, sha256, size, text}``, the text exactly as read). A re-scan appends only
 files whose SHA-256 changed, as a new revision of the stream; nothing is rewritten. The run is
 the fold of the latest version of every path over *all* revisions
-(:func:`recstore.formats.agentuse.assemble_run`), projected through the same
-:func:`~recstore.store.projection.project_record` as aioc records (via
-:func:`~recstore.formats.agentuse.to_run_record`) joined with what only agentuse
-has (``schema/030_agentuse.sql``), which :mod:`recstore.formats.agentuse.columns` computes: this
-module only places those rows and gives them their events' seqs.
+(:func:`recstore.formats.agentuse.assemble_run`). :mod:`recstore.store.agentuse_prepare` turns a
+tree into that revision's events and rows; this module reads what is stored, gives the new
+file events their seqs, and writes events, rows and rejects through the ``BatchWriter``.
 
 Bad inputs (§4.2) become ``rejects`` rows naming the file and the reason, appended only when the
 file is new or changed; problems whose content was still used are also run ``findings``.
@@ -20,13 +18,11 @@ Hooks the store calls: :func:`ingest_tree` (from ``BatchWriter`` while it holds 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
 import duckdb
 
-from recstore.canonical import canonical_json
 from recstore.errors import InputError
 from recstore.formats.agentuse import (
     AgentuseRun,
@@ -34,56 +30,27 @@ from recstore.formats.agentuse import (
     SessionTree,
     TreeFile,
     assemble_run,
-    finding_rows,
-    gate_rows,
     is_agentuse_tree,
-    run_columns,
     scan_tree,
     to_run_record,
-    tool_call_columns,
-    visit_rows,
 )
-from recstore.formats.events import Event
-from recstore.formats.jsontext import dumps_json, loads_json
+from recstore.formats.jsontext import loads_json
 from recstore.formats.reader import RawInput
+from recstore.store.agentuse_prepare import FILE_EVENT, prepare_tree, project_run, tree_hash
 from recstore.store.ingest import BatchWriter, SourceCounts, run_key_for
-from recstore.store.projection import (
-    COLUMNS,
-    Projection,
-    RunContext,
-    project_record,
-    rows_from_dicts,
-)
+from recstore.store.projection import Projection, RunContext
 
 __all__ = [
-    "FILE_EVENT",
     "AgentuseSource",
     "ingest_tree",
-    "project_run",
     "project_stream",
     "split_paths",
     "stored_files",
     "stored_record",
     "stored_run",
-    "tree_hash",
 ]
 
-FILE_EVENT = "agentuse_file"
 FORMAT = "agentuse"
-
-
-def file_payload(f: TreeFile) -> str:
-    """The JSON payload of one file event (the text kept byte-exact as a JSON string)."""
-    return dumps_json(
-        {"path": f.rel_path, "kind": f.kind, "sha256": f.sha256, "size": f.size, "text": f.text}
-    )
-
-
-def tree_hash(files: Iterable[TreeFile]) -> bytes:
-    """SHA-256 over the sorted ``(path, sha256)`` pairs: the stream revision's record_hash."""
-    return hashlib.sha256(
-        canonical_json(sorted([f.rel_path, f.sha256] for f in files)).encode()
-    ).digest()
 
 
 def stored_files(
@@ -123,59 +90,6 @@ def project_stream(con: duckdb.DuckDBPyConnection, ctx: RunContext) -> Projectio
     """Projection rows of an agentuse stream from its events alone (rebuild and verify)."""
     files, seqs = stored_files(con, ctx.run_key, ctx.revision)
     return project_run(assemble_run(list(files.values())), ctx, seqs)
-
-
-# ----------------------------------------------------------------------------------------------
-# Projection
-
-
-def project_run(
-    run: AgentuseRun, ctx: RunContext, seq_of_path: dict[str, int]
-) -> Projection:
-    """All projection rows of one agentuse run: the projection of its aioc record joined with
-    the columns and rows only agentuse has (``formats.agentuse.columns``). Its events are whole
-    files, so the JSON the public views would read from an aioc run's events (items, outputs,
-    gates) is kept in the rows; item, call and gate rows point at the event of their file."""
-    record, origins = to_run_record(run)
-    base = project_record(record, ctx)
-    rows = {table: [dict(zip(COLUMNS[table], row, strict=True)) for row in base[table]]
-            for table in ("proj_runs", "proj_items", "proj_tool_calls", "proj_findings")}
-    session_seq = seq_of_path.get(f"{run.root.dir_name}/session.json", ctx.first_seq)
-
-    def seq_of_item(index: int | None) -> int | None:
-        if index is None:
-            return None
-        return seq_of_path.get(origins[index].rel_path or "", session_seq)
-
-    items = record["items"]
-    for row in rows["proj_items"]:
-        row["event_seq"] = seq_of_item(row["item_index"])
-        row["payload"] = dumps_json(items[row["item_index"]])
-    call_columns = tool_call_columns(run, origins)
-    for row in rows["proj_tool_calls"]:
-        row["call_seq"] = seq_of_item(row["item_index"])
-        row["output_seq"] = seq_of_item(row["output_item_index"])
-        if row["has_output"]:
-            output = items[row["output_item_index"]].get("output")
-            row["output"] = None if output is None else dumps_json(output)
-        row.update(call_columns.get(row["item_index"], {}))
-    rows["proj_runs"][0].update(run_columns(run))
-    findings = rows["proj_findings"]
-    findings += [{"run_seq": ctx.first_seq, "finding_index": len(findings) + i, **finding}
-                 for i, finding in enumerate(finding_rows(run))]
-    rows["proj_runs"][0]["finding_count"] = len(findings)
-    visits = [{"run_seq": ctx.first_seq, **row} for row in visit_rows(run, origins)]
-    gates = [{"run_seq": ctx.first_seq, **row, "event_seq": seq_of_path.get(path, session_seq)}
-             for row, path in gate_rows(run)]
-    return {
-        **base,
-        "proj_runs": rows_from_dicts("proj_runs", rows["proj_runs"], extra=True),
-        "proj_items": rows_from_dicts("proj_items", rows["proj_items"]),
-        "proj_tool_calls": rows_from_dicts("proj_tool_calls", rows["proj_tool_calls"], extra=True),
-        "proj_findings": rows_from_dicts("proj_findings", findings),
-        "proj_visits": rows_from_dicts("proj_visits", visits, extra=True),
-        "proj_suspended_proposals": rows_from_dicts("proj_suspended_proposals", gates),
-    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -249,27 +163,23 @@ def _store_tree(
         writer.count_duplicate()  # fast path: every file as stored, nothing to read back
         return "duplicate"
     stored, seqs = stored_files(writer.con, key) if current is not None else ({}, {})
-    changed = [
-        f for f in tree.files if f.rel_path not in stored or stored[f.rel_path].sha256 != f.sha256
-    ]
-    if not changed:
+    prepared = prepare_tree(tree, stored)
+    if prepared is None:
         writer.count_duplicate()
         return "duplicate"
-    merged = {**stored, **{f.rel_path: f for f in tree.files}}
-    run = assemble_run(list(merged.values()))
 
     def project(ctx: RunContext) -> Projection:
-        for offset, f in enumerate(changed):
-            seqs[f.rel_path] = ctx.first_seq + offset
-        return project_run(run, ctx, seqs)
+        # the new file events are the revision's first, in the order prepare_tree gave them
+        placed = {path: ctx.first_seq + offset for offset, path in enumerate(prepared.changed)}
+        return project_run(prepared.run, ctx, {**seqs, **placed})
 
     ctx = writer.append_revision(
-        key, tree.session_id, FORMAT, tree_hash(merged.values()),
-        [Event(FILE_EVENT, None, None, file_payload(f)) for f in changed],
+        key, tree.session_id, FORMAT, prepared.record_hash, prepared.events,
         counts.source_id, None, project,
     )
-    for problem in run.problems:
-        file = merged.get(problem.rel_path) or merged.get(problem.rel_path.rsplit(":", 1)[0])
+    files = prepared.files
+    for problem in prepared.run.problems:
+        file = files.get(problem.rel_path) or files.get(problem.rel_path.rsplit(":", 1)[0])
         _reject(writer, source, counts, problem, file, known_rejects)
     return "accepted" if ctx.revision == 1 else "revised"
 

@@ -32,8 +32,9 @@ from recstore.formats.events import record_to_events
 from recstore.formats.jsontext import dumps_json
 from recstore.formats.reader import PENDING, RawInput, parse_input
 from recstore.formats.replay_line import replay_line
+from recstore.records.structure import input_scope
 from recstore.store.chain import line_digest
-from recstore.store.projection import Projection, RunContext, project_record
+from recstore.store.projection import ItemsKeys, Projection, RunContext, project_record
 
 __all__ = [
     "Prepared",
@@ -52,6 +53,8 @@ IN_FLIGHT = 3
 # it there and its events back held two more copies of it, and the worker kept its peak memory.
 # A chunk sent to a worker holds about this many bytes of input at most.
 LOCAL_BYTES = 8 * 2**20
+# Input (of inputs the workers would get) below which no worker process is started.
+WORKER_BYTES = 32 * 2**20
 # Stands in for a record's items while the rest is printed: canonical JSON escapes every control
 # character, so a NUL byte in its text can only be this.
 _ITEMS_MARK = b"\x00"
@@ -73,7 +76,7 @@ def run_key_for(fmt: str, run_id: str) -> str:
     return utf8_safe(f"{fmt}:{run_id}")
 
 
-def record_hash(record: dict, item_canons: list[bytes]) -> bytes:
+def record_hash(record: dict, item_canons: Iterable[bytes]) -> bytes:
     """sha256 of aioc's canonical JSON of ``record`` (32 bytes), reusing its items' canonical
     JSON."""
     # The record is printed with a mark where its items go, and the items are hashed one by one
@@ -157,7 +160,11 @@ def _prepare(raw: RawInput, fmt: str, keep_record: bool) -> Prepared | Refused:
         return Refused(_lean(raw), exc.problem, exc.path, exc.problems)
     run_id = record["runId"]
     key = run_key_for(fmt, run_id)
-    item_canons = [canonical_bytes(item) for item in record["items"]]
+    # each item printed once, for the record's hash and its items' keys, and then dropped
+    items = ItemsKeys(input_scope(record).count)
+    canons = map(items.add, map(canonical_bytes, record["items"]))
+    digest = record_hash(record, canons)
+    deque(canons, maxlen=0)  # record_hash printed the record whole: the keys still need them
     events = [tuple(e) for e in record_to_events(record)]
     digests = [line_digest(key, pos, 1, *event) for pos, event in enumerate(events)]
     ctx = RunContext(key, utf8_safe(run_id), fmt, 1, "{}", 0, raw.line, 0, 0, len(events) - 1)
@@ -166,8 +173,8 @@ def _prepare(raw: RawInput, fmt: str, keep_record: bool) -> Prepared | Refused:
         lineage = [{"relation": "replay_of", "parent_run_id": line.source_run_id,
                     "child": run_id, "detail": line.lineage_detail()}]
     return Prepared(
-        key, ctx.run_id, fmt, raw.line, record_hash(record, item_canons), events, digests,
-        project_record(record, ctx, item_canons), record if keep_record else None, lineage,
+        key, ctx.run_id, fmt, raw.line, digest, events, digests,
+        project_record(record, ctx, items.keys()), record if keep_record else None, lineage,
     )
 
 
@@ -271,8 +278,9 @@ _LIBC = _libc()
 
 
 def default_workers(total_bytes: int) -> int:
-    """Worker processes worth starting for ``total_bytes`` of input: none for small inputs
-    (starting one costs about a second), else one per core but the writer's own."""
-    if total_bytes < 32 * 2**20:
+    """Worker processes worth starting for ``total_bytes`` of input they would prepare (inputs
+    of at most ``LOCAL_BYTES``): none below ``WORKER_BYTES`` (starting one costs about a second),
+    else one per core but the writer's own."""
+    if total_bytes < WORKER_BYTES:
         return 0
     return max(0, min(4, (os.cpu_count() or 1)))

@@ -6,11 +6,15 @@ over records gets the same rows. Rows are tuples in the column order of :data:`C
 ``proj_*`` tables of ``schema/002_projections.sql`` minus what the insert computes in SQL: a
 TIMESTAMP ``x`` from its ``x_text`` column, ``duration_ms``). Texts the event log holds (item
 JSON, outputs, hashes written in the record, whole entries) are not copied: the public views
-read them from the event a row points at (``event_seq``).
+read them from the event a row points at (``event_seq``). A format whose events are not its
+record's own (agentuse: one event per file) gives :class:`OwnRows`, and the rows are made with
+them: its items' events, the texts its events do not hold as JSON, and the columns only it has.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -24,14 +28,16 @@ from recstore.records.keys import (
     RunKeys,
     call_keys,
     calls_key,
+    digest_key,
     entry_keys,
     sequence_key,
-    text_key,
 )
 
 __all__ = [
     "COLUMNS",
     "EXTRA_COLUMNS",
+    "ItemsKeys",
+    "OwnRows",
     "PROJECTION_TABLES",
     "SEQ_COLUMNS",
     "Projection",
@@ -161,6 +167,20 @@ class RunContext:
 Projection = dict[str, list[tuple]]
 
 
+@dataclass(frozen=True, slots=True)
+class OwnRows:
+    """What a format whose events are not its record's own (agentuse) knows of a run beyond its
+    aioc record; :func:`project_record` makes the run's rows with it. Its rows have the
+    :data:`EXTRA_COLUMNS` too."""
+
+    item_seqs: Sequence[int]  # seq of the event each item is read from (item and output JSON kept)
+    run: dict[str, Any]  # proj_runs columns the format has, or knows better than the record
+    calls: dict[int, dict[str, Any]]  # proj_tool_calls columns, by the call's item index
+    findings: list[dict[str, Any]]  # findings after the record's own (code, message, path)
+    visits: list[dict[str, Any]]  # proj_visits rows, in place of the record's
+    proposals: list[dict[str, Any]]  # proj_suspended_proposals rows
+
+
 def rows_from_dicts(table: str, rows: list[dict], extra: bool = False) -> list[tuple]:
     """Row dicts (missing columns are NULL) as tuples in :data:`COLUMNS` order, followed by the
     agentuse columns when ``extra``."""
@@ -179,15 +199,44 @@ def fold_tags(changes: list[dict]) -> dict[str, str]:
     return tags
 
 
-def items_keys(item_canons: list[bytes], count: int | None) -> tuple[int, list[tuple[int, int]]]:
-    """Key of canonical ``items`` and of ``items[:k]`` for every k in 1..count, given each item's
-    canonical JSON: canonical JSON of a list is ``[`` + elements joined by ``,`` + ``]``, so each
-    prefix is the running text closed with ``]``."""
-    limit = min(count or 0, len(item_canons))
-    prefixes = []
-    for k in range(1, limit + 1):
-        prefixes.append((k, text_key(b"[" + b",".join(item_canons[:k]) + b"]")))
-    return text_key(b"[" + b",".join(item_canons) + b"]"), prefixes
+class ItemsKeys:
+    """Key of canonical ``items`` and of ``items[:k]`` for every k in 1..count, fed each item's
+    canonical JSON in order and keeping none of it: canonical JSON of a list is ``[`` +
+    elements joined by ``,`` + ``]``, so each prefix's key is the running digest closed with
+    ``]``."""
+
+    def __init__(self, count: int | None) -> None:
+        self._digest = hashlib.sha256(b"[")
+        self._count = count or 0
+        self._seen = 0
+        self.prefixes: list[tuple[int, int]] = []
+
+    def add(self, canon: bytes) -> bytes:
+        """Take the next item's canonical JSON (returned, so a caller can hash it too)."""
+        if self._seen:
+            self._digest.update(b",")
+        self._digest.update(canon)
+        self._seen += 1
+        if self._seen <= self._count:
+            self.prefixes.append((self._seen, self._closed()))
+        return canon
+
+    def keys(self) -> tuple[int, list[tuple[int, int]]]:
+        """``(key of the items, [(k, key of items[:k]), ...])``."""
+        return self._closed(), self.prefixes
+
+    def _closed(self) -> int:
+        closed = self._digest.copy()
+        closed.update(b"]")
+        return digest_key(closed)
+
+
+def items_keys(item_canons: Iterable[bytes], count: int | None) -> tuple[int, list[tuple[int, int]]]:
+    """:class:`ItemsKeys` of each item's canonical JSON."""
+    keys = ItemsKeys(count)
+    for canon in item_canons:
+        keys.add(canon)
+    return keys.keys()
 
 
 def _text(value: Any) -> str | None:
@@ -224,22 +273,26 @@ def event_offsets(record: dict) -> dict[str, int]:
 
 
 def project_record(
-    record: dict, ctx: RunContext, item_canons: list[bytes] | None = None
+    record: dict, ctx: RunContext, item_keys: tuple[int, list[tuple[int, int]]] | None = None,
+    own: OwnRows | None = None,
 ) -> Projection:
     """All projection rows of one record.
 
     Rows that come from one event carry its seq (``ctx.first_seq`` + its position in
-    :func:`~recstore.formats.events.record_to_events`). ``item_canons`` (each item's canonical
-    JSON) saves recomputing it when the caller already has it.
+    :func:`~recstore.formats.events.record_to_events`, or where ``own`` places it). ``item_keys``
+    (:meth:`ItemsKeys.keys` of the record's items) saves printing every item again when the
+    caller already has it.
     """
     offsets = event_offsets(record)
     base = {etype: ctx.first_seq + offset for etype, offset in offsets.items()}
     analysis = analyze(record)
     items = record["items"]
-    if item_canons is None:
-        item_canons = [canonical_bytes(item) for item in items]
-    items_key, prefixes = items_keys(item_canons, analysis.scope.count)
-    calls = _tool_call_rows(analysis, ctx, base.get("item_appended", 0))
+    if item_keys is None:
+        item_keys = items_keys(map(canonical_bytes, items), analysis.scope.count)
+    items_key, prefixes = item_keys
+    first_item = base.get("item_appended", 0)
+    item_seqs = range(first_item, first_item + len(items)) if own is None else own.item_seqs
+    calls = _tool_call_rows(analysis, ctx, item_seqs, items, own)
     policy_keys = entry_keys(_list(record, "policyDecisions"))
     guardrail_keys = entry_keys(_list(record, "guardrailDecisions"))
     policy = _policy_rows(record, policy_keys, ctx, base, _policy_basis(analysis))
@@ -248,17 +301,26 @@ def project_record(
     run["calls_full_key"] = calls_key(analysis)
     run["policy_seq_key"] = sequence_key([key for key, _ in policy_keys])
     run["guardrails_seq_key"] = sequence_key([key for key, _ in guardrail_keys])
+    findings = [(f.code, f.message, f.path) for f in analysis.findings]
+    if own is None:
+        tables = {"proj_runs": [_GETTERS["proj_runs"](run)], "proj_visits": _visit_rows(analysis, ctx)}
+    else:  # the format knows the run's visits and gates, and more columns and findings
+        findings += [(f["code"], f["message"], f["path"]) for f in own.findings]
+        tables = {
+            "proj_runs": rows_from_dicts(
+                "proj_runs", [{**run, **own.run, "finding_count": len(findings)}], extra=True
+            ),
+            "proj_visits": rows_from_dicts("proj_visits", own.visits, extra=True),
+            "proj_suspended_proposals": rows_from_dicts("proj_suspended_proposals", own.proposals),
+        }
     return {
-        "proj_runs": [_GETTERS["proj_runs"](run)],
-        "proj_items": _item_rows(record, analysis, ctx, base.get("item_appended", 0)),
+        **tables,
+        "proj_items": _item_rows(record, analysis, ctx, item_seqs, own is not None),
         "proj_tool_calls": calls,
         "proj_requests": _request_rows(record, analysis, ctx, base),
-        "proj_visits": _visit_rows(analysis, ctx),
         "proj_policy_decisions": policy,
         "proj_guardrail_decisions": guardrails,
-        "proj_findings": [
-            (ctx.first_seq, i, f.code, f.message, f.path) for i, f in enumerate(analysis.findings)
-        ],
+        "proj_findings": [(ctx.first_seq, i, *finding) for i, finding in enumerate(findings)],
         "proj_input_prefixes": [(ctx.first_seq, k, key) for k, key in prefixes],
     }
 
@@ -317,7 +379,9 @@ def _run_row(
     }
 
 
-def _item_rows(record: dict, a: RecordAnalysis, ctx: RunContext, first: int) -> list[tuple]:
+def _item_rows(
+    record: dict, a: RecordAnalysis, ctx: RunContext, seqs: Sequence[int], keep_json: bool
+) -> list[tuple]:
     turn_of_item: dict[int, Any] = {}
     for req in a.requests:
         for k in range(req.output_start, req.output_end):
@@ -338,43 +402,58 @@ def _item_rows(record: dict, a: RecordAnalysis, ctx: RunContext, first: int) -> 
                 _text(it.get("role")),
                 _int(turn_of_item.get(i)),
                 i < input_end,
-                first + i,
-                None,
+                seqs[i],
+                dumps_json(item) if keep_json else None,
             )
         )
     return rows
 
 
-def _tool_call_rows(a: RecordAnalysis, ctx: RunContext, first_item_seq: int) -> list[tuple]:
+def _tool_call_rows(
+    a: RecordAnalysis, ctx: RunContext, item_seqs: Sequence[int], items: list[Any],
+    own: OwnRows | None,
+) -> list[tuple]:
+    """Rows of the extracted calls; with ``own`` each keeps its output JSON (from ``items``)
+    and has the format's columns."""
     rows = []
     for join in a.tool_calls:
         call = join.call
         arguments = call.get("arguments")
-        rows.append(
-            (
-                ctx.first_seq,
-                join.index,
-                _int(call.get("turn")),
-                _text(call.get("callId")),
-                _text(call.get("name")),
-                join.call_item_index,
-                join.output_item_index,
-                None if arguments is None else dumps_json(arguments),
-                *call_keys(call),
-                join.envelope_status,
-                _text(join.envelope_code),
-                _int(join.request_turn),
-                join.visit_index,
-                _text(join.agent),
-                join.is_handoff,
-                _text(join.handoff_target),
-                _text(join.decision),
-                join.policy_decision_index,
-                join.in_input,
-                None if join.output_item_index is None else first_item_seq + join.output_item_index,
-                None,
-            )
+        out = join.output_item_index
+        keys = call_keys(call)
+        output = None
+        if own is not None and keys[1]:  # hasOutput: the output item's event is a whole file
+            value = items[out].get("output")
+            output = None if value is None else dumps_json(value)
+        row = (
+            ctx.first_seq,
+            join.index,
+            _int(call.get("turn")),
+            _text(call.get("callId")),
+            _text(call.get("name")),
+            join.call_item_index,
+            out,
+            None if arguments is None else dumps_json(arguments),
+            *keys,
+            join.envelope_status,
+            _text(join.envelope_code),
+            _int(join.request_turn),
+            join.visit_index,
+            _text(join.agent),
+            join.is_handoff,
+            _text(join.handoff_target),
+            _text(join.decision),
+            join.policy_decision_index,
+            join.in_input,
+            None if out is None else item_seqs[out],
+            output,
         )
+        if own is not None:
+            made = dict(zip(COLUMNS["proj_tool_calls"], row, strict=True))
+            row = rows_from_dicts(
+                "proj_tool_calls", [{**made, **own.calls.get(join.call_item_index, {})}], extra=True
+            )[0]
+        rows.append(row)
     return rows
 
 

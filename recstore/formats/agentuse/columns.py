@@ -1,7 +1,7 @@
 """What an agentuse run adds to the projection its aioc record gets (schema 030; NULL for aioc
 runs): columns per run, per tool call and per visit, the visit and gate rows, and the kept
-problems as findings. Pure functions of an assembled run; the store only places these rows
-(``recstore.store.agentuse_ingest``) and adds their seqs."""
+problems as findings. Pure functions of an assembled run; ``recstore.store.agentuse_prepare``
+hands them, with their events' seqs, to the projection that makes the run's rows."""
 
 from __future__ import annotations
 
