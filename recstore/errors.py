@@ -9,8 +9,11 @@ interrupted.
 Every error recstore raises to its caller is defined here, in one tree under
 :class:`RecstoreError` (the one exception, :class:`JSONParseError`, is a ``ValueError`` that the
 readers turn into rejects). Messages speak in library terms: a parameter is named as the Python
-keyword in backticks (`` `max_unpaired` ``), and the CLI spells it as its flag
-(``--max-unpaired``). Errors of the agent runtime itself (``AgentRunError`` and kin, mirroring
+keyword in backticks (`` `max_unpaired` ``), never as a flag, and an error about one parameter
+carries its name as data (``param``). The CLI spells each such name as its flag
+(``--max-unpaired``) when it prints the error, in one place (``recstore.cli.terms``); a test
+keeps flags out of the library's error texts. Parse errors keep where they failed as data
+(:class:`DslError`, :class:`JSONParseError`: ``line``, ``column``). Errors of the agent runtime itself (``AgentRunError`` and kin, mirroring
 aioc's and recorded into runs) live with the runtime, in ``recstore.runtime.errors``.
 """
 
@@ -18,26 +21,34 @@ from __future__ import annotations
 
 
 class RecstoreError(Exception):
-    """Base class for errors reported to the user as one clear line."""
+    """Base class for errors reported to the user as one clear line. ``param`` names the
+    parameter the error is about, as the library's keyword (``"max_record_bytes"``), when it
+    is about one."""
 
     exit_code = 2
 
+    def __init__(self, *args: object, param: str | None = None):
+        super().__init__(*args)
+        self.param = param
+
 
 class InputError(RecstoreError):
-    """An input (file, record, option value) is invalid. ``source`` names it, ``path`` is the JSON
-    path inside it when known. ``problems`` lists every problem found (``{path, problem}``, the
+    """An input (file, record, parameter value) is invalid. ``source`` names it (a parameter's
+    value: ``param``, which the message then names in backticks), ``path`` is the JSON path
+    inside it when known. ``problems`` lists every problem found (``{path, problem}``, the
     first one the message names) when validation found more than one."""
 
     def __init__(self, message: str, *, source: str | None = None, path: str | None = None,
-                 problems: list[dict] | None = None):
+                 problems: list[dict] | None = None, param: str | None = None):
         self.source = source
         self.path = path
         self.problem = message
         self.problems = problems
-        super().__init__(self._text())
+        self.param = param
+        super().__init__(self._text(), param=param)
 
     def _text(self) -> str:
-        where = self.source or ""
+        where = self.source or (f"`{self.param}`" if self.param else "")
         if self.path:
             where = f"{where} at {self.path}" if where else f"at {self.path}"
         return f"{where}: {self.problem}" if where else self.problem
@@ -115,7 +126,8 @@ class DslError(InputError):
     ``start``/``end`` are offsets into the query text, ``line``/``column`` (1-based) where
     ``start`` falls."""
 
-    def __init__(self, problem: str, text: str, start: int, end: int | None = None):
+    def __init__(self, problem: str, text: str, start: int, end: int | None = None, *,
+                 param: str | None = None):
         self.start, self.end = start, max(end or start + 1, start + 1)
         line_start = text.rfind("\n", 0, start) + 1
         line_end = text.find("\n", start)
@@ -126,7 +138,8 @@ class DslError(InputError):
                  else f"column {self.column}")
         width = max(1, min(self.end, line_start + len(shown)) - start)
         caret = " " * (self.column - 1) + "^" * width
-        super().__init__(f"{problem} (at {where})\n  {shown}\n  {caret}", source="query")
+        super().__init__(f"{problem} (at {where})\n  {shown}\n  {caret}", source="query",
+                         param=param)
 
 
 class QueryLimitError(RecstoreError):

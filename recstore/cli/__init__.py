@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.util
-import re
 import sys
 
 import click
 
 from recstore import __version__
+from recstore.cli.terms import RUNNING, in_cli_terms
 from recstore.errors import RecstoreError
 
 # Every command: the module whose import registers it on `cli`, and its one-line help (the first
@@ -145,7 +145,12 @@ _PROBE_ON_IMPORT = _ProbeOnImport()
 
 class _Command(click.Command):
     """A command that answers pyarrow's pandas probe, should it load pyarrow, once its
-    arguments are parsed (so ``--help`` stays light)."""
+    arguments are parsed (so ``--help`` stays light), and leaves its context where an error's
+    message finds the flags it may name (:data:`~recstore.cli.terms.RUNNING`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:  # noqa: D102
+        ctx.meta[RUNNING] = ctx
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context):  # noqa: D102 - click hook
         answer_the_probe_when_pyarrow_loads()
@@ -202,25 +207,6 @@ class _Root(_Group):
                 raise
             click.echo("recstore: interrupted", err=True)
             ctx.exit(130)
-
-
-def in_cli_terms(message: str, ctx: click.Context) -> str:
-    """``message`` with each parameter the library names in backticks (`` `max_unpaired` ``)
-    spelled as the running command's flag (``--max-unpaired``)."""
-    if "`" not in message:
-        return message
-    flags: dict[str, str] = {}
-    command = ctx.command.get_command(ctx, ctx.invoked_subcommand or "") if isinstance(
-        ctx.command, click.Group) else None
-    stack = [command] if command is not None else []
-    while stack:
-        node = stack.pop()
-        for param in node.params:
-            if isinstance(param, click.Option) and param.name:
-                flags.setdefault(param.name, max(param.opts, key=len))
-        if isinstance(node, click.Group):
-            stack.extend(node.commands.values())
-    return re.sub(r"`([a-z_][a-z0-9_]*)`", lambda m: flags.get(m.group(1), m.group(0)), message)
 
 
 @click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"]})

@@ -164,7 +164,7 @@ class Comparison:
         return UnpairedRunsError(
             f"unpaired runs: {sides} have no partner by {self.pair_by}, more than "
             f"`max_unpaired` {max_unpaired:g} allows; they were not compared (see the report's "
-            "unpaired list)")
+            "unpaired list)", param="max_unpaired")
 
     def pair_rows(self) -> list[dict[str, Any]]:
         """Per-pair rows as dicts (``PAIR_COLUMNS``)."""

@@ -61,8 +61,8 @@ class PairBy:
         if normalized in ("inputScope", "input_scope_hash"):
             return cls("input_scope")
         raise InputError(
-            f"`pair_by` {text!r}: use metadata.<path>, question, input_scope or lineage"
-        )
+            f"`pair_by` {text!r}: use metadata.<path>, question, input_scope or lineage",
+            param="pair_by")
 
     def __str__(self) -> str:
         return ".".join(("metadata", *self.path)) if self.kind == "metadata" else self.kind
@@ -110,7 +110,7 @@ def pair_runs(
     ``*_current``: the first seq of the run's current revision, ``*_current_rev`` its number)
     and ``_cmp_unpaired_runs(side, run_key, pair_key, reason)``."""
     if duplicates not in DUPLICATE_RULES:
-        raise InputError(f"`duplicates` {duplicates!r}: use latest or all")
+        raise InputError(f"`duplicates` {duplicates!r}: use latest or all", param="duplicates")
     # Keys are computed before the join (the metadata JSON then does not travel through it),
     # once when both sides use the same rule.
     baseline_key, candidate_key = pair_by.key_sql("baseline"), pair_by.key_sql("candidate")

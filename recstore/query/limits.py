@@ -103,7 +103,7 @@ class LimitWatch:
         if self.limits.exit_after is None:
             return
         if self._wait(self.limits.exit_after, stop_on_ctrl_c=False) == "elapsed":
-            why = (f"query stopped after its {timeout:g}s time limit (`timeout`)"
+            why = (f"query stopped after its {timeout:g}s time limit"
                    if self.timed_out else "interrupted")
             sys.stderr.write(f"recstore: error: {why}; DuckDB did not stop within "
                              f"{self.limits.exit_after:g}s, exiting\n")
@@ -185,7 +185,7 @@ class LimitWatch:
         if self.timed_out:
             return QueryLimitError(
                 f"query stopped after its {self.limits.timeout:g}s time limit; narrow it, or "
-                "raise the limit (`timeout` SECONDS, 0 for none)")
+                "raise the limit (`timeout` SECONDS, 0 for none)", param="timeout")
         return query_error(exc)
 
     def batches(self, reader: pa.RecordBatchReader, result: ResultStream

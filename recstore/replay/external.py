@@ -102,7 +102,7 @@ def split_command(command: str | Sequence[str]) -> list[str]:
     """
     argv = shlex.split(command) if isinstance(command, str) else list(command)
     if not argv:
-        raise InputError("the replayer command is empty", source="`command`")
+        raise InputError("the replayer command is empty", param="command")
     return argv
 
 

@@ -116,7 +116,7 @@ def spark_compare(
     spec, sections = compared_sections(ignore, preset, include_sections, exclude_sections)
     rule_pair_by = PairBy.parse(pair_by)
     if duplicates not in DUPLICATE_RULES:
-        raise InputError(f"`duplicates` {duplicates!r}: use latest or all")
+        raise InputError(f"`duplicates` {duplicates!r}: use latest or all", param="duplicates")
     sides = (("baseline", baseline), ("candidate", candidate))
     with SparkConnection(spark, directory) as con:
         selections = [_select(con, f"the {side} filter", text or "", allow_empty)

@@ -271,9 +271,10 @@ def _open_error(path: Path, exc: duckdb.Error, lock_timeout: float) -> RecstoreE
     busy = f"{path}: the store is busy: {lock_holder(exc)} has it open"
     if lock_timeout <= 0:
         return StoreLockedError(f"{busy}; retry when it is done, or wait for it with "
-                                f"`lock_timeout` SECONDS (env {LOCK_TIMEOUT_ENV})")
+                                f"`lock_timeout` SECONDS (env {LOCK_TIMEOUT_ENV})",
+                                param="lock_timeout")
     return StoreLockedError(f"{busy}; waited {lock_timeout:g}s (retry later, or raise "
-                            f"`lock_timeout` / env {LOCK_TIMEOUT_ENV})")
+                            f"`lock_timeout` / env {LOCK_TIMEOUT_ENV})", param="lock_timeout")
 
 
 def store_error(exc: BaseException, path: Path) -> RecstoreError | None:
