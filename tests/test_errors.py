@@ -13,7 +13,9 @@ import recstore
 from recstore import errors
 from recstore.compare.pairing import PairBy, pair_runs
 from recstore.errors import InputError, RecstoreError
+from recstore.query import run_query
 from recstore.query.dsl import compile_dsl_tree
+from recstore.query.saved import load_saved
 from recstore.store import Store
 from tests.conftest import AIOC_FIXTURES, run_cli
 
@@ -62,3 +64,25 @@ def test_library_messages_name_parameters_and_the_cli_names_flags(tmp_path):
                    "--candidate", "status = 'failed'", "--pair-by", "colour")
     assert done.returncode == 2
     assert "--pair-by 'colour'" in done.stderr and "`" not in done.stderr
+
+
+def test_a_library_error_carries_its_parameter_and_the_cli_spells_it_as_the_flag(tmp_path):
+    """The library says `columns` / `params` and carries the name as data; the real CLI prints
+    the flag the user typed, for the command that ran, or names the command that has it."""
+    db = tmp_path / "s.duckdb"
+    store = Store(db)
+    store.ingest([str(AIOC_FIXTURES / "simple-run.json")])
+    with run_query(store, "SELECT 1 AS a") as result, pytest.raises(InputError) as caught:
+        result.select(["b"])
+    assert (caught.value.param, str(caught.value)) == ("columns", "`columns`: no column 'b'; "
+                                                                  "the result has a")
+    with pytest.raises(InputError, match="`params`: @slowest-runs has no parameter 'nope'"):
+        load_saved("slowest-runs").bind({"nope": "1"})
+
+    columns = run_cli(db, "query", "SELECT 1 AS a", "--columns", "b")
+    assert (columns.returncode, columns.stderr) == (
+        2, "recstore: error: --columns: no column 'b'; the result has a\n")
+    param = run_cli(db, "query", "@slowest-runs", "--param", "nope=1")
+    assert param.returncode == 2
+    assert param.stderr.startswith("recstore: error: --param: @slowest-runs has no parameter")
+    assert "`" not in columns.stderr + param.stderr

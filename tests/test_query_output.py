@@ -94,8 +94,10 @@ def test_table_fits_a_terminal_width_counting_wide_characters():
 
 
 def test_parquet_needs_output_and_round_trips(fixture_store, tmp_path):
-    with pytest.raises(InputError, match="parquet output needs --output FILE"):
+    with pytest.raises(InputError, match=r"`fmt`: parquet output needs a file \(`output`\)"
+                       ) as caught:
         _write(fixture_store, "parquet")
+    assert caught.value.param == "fmt"
     target = tmp_path / "out.parquet"
     with run_query(fixture_store, QUERY) as result:
         assert write_result(result, "parquet", output=target) == 25

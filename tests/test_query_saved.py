@@ -99,8 +99,10 @@ def test_header_without_default_requires_the_parameter(tmp_path):
     saved = load_saved("by-agent", tmp_path)
     assert [(p.name, p.type, p.default) for p in saved.params] == [("who", "text", None),
                                                                    ("n", "int", "5")]
-    with pytest.raises(InputError, match=r"@by-agent needs --param who=<text>"):
+    with pytest.raises(InputError, match=r"`params`: @by-agent needs who=<text> in `params`"
+                       ) as caught:
         saved.bind({})
+    assert caught.value.param == "params"
     query = compile_query(saved.text, params=saved.bind({"who": "Support"}),
                           language=saved.language)
     assert query.sql == compile_query("agent = 'Support' limit 3").sql

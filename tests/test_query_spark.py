@@ -195,7 +195,7 @@ def test_a_stopped_spark_jvm_is_one_error_with_the_memory_hint():
 
     from recstore.query.spark import SparkFailed, spark_failures
 
-    with pytest.raises(SparkFailed, match=r"JVM stopped .*--conf spark.driver.memory="):
+    with pytest.raises(SparkFailed, match=r"JVM stopped .*spark.driver.memory=8g in `conf`"):
         with spark_failures():
             try:
                 raise Py4JNetworkError("Answer from Java side is empty")

@@ -55,7 +55,7 @@ def test_a_harness_reads_no_file_outside_its_folder(folder, name, field):
     path = _harness(folder, **{field: name})
     with pytest.raises(InputError, match="is outside the harness's folder") as info:
         load_harness(path)
-    assert "\n" not in str(info.value) and "--allow-outside" in str(info.value)
+    assert "\n" not in str(info.value) and "`allow_outside`" in str(info.value)
     assert load_harness(path, allow_outside=True).runtime.entry_agent == "a"  # when allowed
 
 

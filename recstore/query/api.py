@@ -112,8 +112,8 @@ def bind_placeholders(tree: exp.Query, params: Mapping[str, Any]) -> exp.Query:
                 raise InputError("positional ? parameters are not supported; use $name",
                                  source="query")
             if name not in params:
-                raise InputError(f"no value for parameter ${name}; pass --param {name}=...",
-                                 source="query")
+                raise InputError(f"no value for parameter ${name}; give {name}=... in `params`",
+                                 source="query", param="params")
             from recstore.query.dsl import python_literal  # the DSL's literals, when one is bound
 
             return python_literal(params[name])[0]

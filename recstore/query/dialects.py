@@ -135,7 +135,7 @@ def to_dialect(tree: exp.Expr, dialect: str, catalog: Catalog | None = None,
     """
     if dialect not in DIALECTS:
         raise InputError(f"unknown dialect {dialect!r}; choose one of {', '.join(DIALECTS)}",
-                         source="--dialect")
+                         param="dialect")
     tree = tree.copy()
     for rule in RULES:
         tree = rule(tree, dialect, catalog)

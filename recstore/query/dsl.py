@@ -160,9 +160,10 @@ class _Parser:
             self.fail(f"expected {what or value or kind}, found {self.describe(self.tok)}")
         return self.next()
 
-    def fail(self, problem: str, token: Token | None = None) -> NoReturn:
+    def fail(self, problem: str, token: Token | None = None, *,
+             param: str | None = None) -> NoReturn:
         token = token or self.tok
-        raise DslError(problem, self.text, token.start, token.end)
+        raise DslError(problem, self.text, token.start, token.end, param=param)
 
     @staticmethod
     def describe(token: Token) -> str:
@@ -372,7 +373,8 @@ class _Parser:
         elif token.kind == "param":
             name = token.value[1:]
             if name not in self.params:
-                self.fail(f"no value for parameter ${name}; pass --param {name}=...")
+                self.fail(f"no value for parameter ${name}; give {name}=... in `params`",
+                          param="params")
             expr, kind = python_literal(self.params[name])
         else:
             return None

@@ -101,15 +101,15 @@ class ResultStream:
             yield from zip(*columns, strict=True)
 
     def select(self, names: list[str]) -> ResultStream:
-        """Only the columns ``names``, in that order (``--columns``).
+        """Only the columns ``names``, in that order.
 
         Raises:
-            InputError: a name is not a column of the result.
+            InputError: a name is not a column of the result (``param`` "columns").
         """
         for name in names:
             if name not in self.columns:
                 raise InputError(f"no column {name!r}; the result has {', '.join(self.columns)}",
-                                 source="--columns")
+                                 param="columns")
         picked = [self.columns.index(n) for n in names]
         if self.schema is None:
             return ResultStream(list(names), [self.types[i] for i in picked],
@@ -178,8 +178,8 @@ def output_format(output: str | Path, fmt: str | None,
         return named
     suffixes = [ext for ext, f in EXTENSIONS.items() if f in allowed]
     raise InputError(f"cannot tell the format from the name {str(output)!r}; end it in "
-                     f"{', '.join(suffixes[:-1])} or {suffixes[-1]}, or give --format",
-                     source="--output")
+                     f"{', '.join(suffixes[:-1])} or {suffixes[-1]}, or give `fmt`",
+                     param="output")
 
 
 def write_result(result: ResultStream, fmt: str = "table", output: str | Path | None = None,
@@ -191,10 +191,10 @@ def write_result(result: ResultStream, fmt: str = "table", output: str | Path | 
     terminal's width on a terminal, else no width (long text cut at :data:`~recstore.query.table.PIPE_CELL` cells)."""
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}",
-                         source="--format")
+                         param="fmt")
     if fmt == "parquet":
         if output is None:
-            raise InputError("parquet output needs --output FILE", source="--format")
+            raise InputError("parquet output needs a file (`output`)", param="fmt")
         return _write_parquet(result, Path(output))
     if output is not None:
         if fmt == "table":

@@ -52,19 +52,24 @@ class SavedQuery:
     path: Path
 
     def bind(self, values: Mapping[str, str], now: datetime | None = None) -> dict[str, Any]:
-        """Typed parameter values from ``--param k=v`` strings plus the declared defaults."""
+        """Typed parameter values from ``values`` (text, as ``--param k=v`` gives them) plus the
+        declared defaults.
+
+        Raises:
+            InputError: an unknown, missing or malformed value (``param`` "params").
+        """
         declared = {p.name: p for p in self.params}
         unknown = sorted(set(values) - set(declared))
         if unknown:
             known = ", ".join(declared) or "none"
             raise InputError(f"@{self.name} has no parameter {unknown[0]!r} (parameters: {known})",
-                             source="--param")
+                             param="params")
         bound: dict[str, Any] = {}
         for param in self.params:
             raw = values.get(param.name, param.default)
             if raw is None:
-                raise InputError(f"@{self.name} needs --param {param.name}=<{param.type}>",
-                                 source="--param")
+                raise InputError(f"@{self.name} needs {param.name}=<{param.type}> in `params`",
+                                 param="params")
             bound[param.name] = convert(raw, param, now)
         return bound
 
@@ -88,7 +93,7 @@ def convert(raw: str, param: Param, now: datetime | None = None) -> Any:
     except ValueError as exc:
         why = f": {exc}" if param.type == "timestamp" else ""
         raise InputError(f"parameter {param.name}={raw!r} is not a valid {param.type}{why}",
-                         source="--param") from None
+                         param="params") from None
 
 
 def parse_saved(path: Path) -> SavedQuery:

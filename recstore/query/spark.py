@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 INSTALL_HINT = "pip install 'recstore[spark]'"
 
 
-MEMORY_HINT = ("if it ran out of memory, give it more: --conf spark.driver.memory=8g "
+MEMORY_HINT = ("if it ran out of memory, give it more: spark.driver.memory=8g in `conf` "
                "(local), spark.executor.memory on a cluster")
 
 
@@ -67,8 +67,8 @@ def _spark_cause(exc: BaseException) -> str | None:
         chain.append(seen)
         seen = seen.__cause__ or seen.__context__
     if any(isinstance(e, Py4JNetworkError) for e in chain):
-        return (f"Spark's JVM stopped (its log says why: {jvm_log_path()}, or above with "
-                f"--debug; {MEMORY_HINT})")
+        return (f"Spark's JVM stopped (its log says why: {jvm_log_path()}, or the traceback "
+                f"`debug` shows; {MEMORY_HINT})")
     error = next((e for e in chain if isinstance(e, Py4JError)
                   or type(e).__module__.startswith("pyspark")), None)
     if error is None:

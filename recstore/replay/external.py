@@ -198,7 +198,7 @@ def build_request(
         InputError: unknown matching; ReplaySourceError: a source agentuse rules refuse.
     """
     if matching not in MATCHINGS:
-        raise InputError(f"unknown matching {matching!r} (use aioc or agentuse)", source="--match")
+        raise InputError(f"unknown matching {matching!r} (use aioc or agentuse)", param="matching")
     replay_in, input_source = replay_input(source, input_mode)
     if matching == "agentuse":
         recordings = recordings or recordings_from_record(source)

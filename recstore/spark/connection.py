@@ -205,8 +205,8 @@ class SparkConnection:
                 self._register_view(name)
             elif name in self._types or name in self.catalog.views:
                 raise InputError(
-                    f"view {name} is not in this layout; write it again with `recstore export "
-                    "--overwrite` or `recstore spark build --overwrite`", source=self.directory)
+                    f"view {name} is not in this layout; write the layout again with "
+                    "`overwrite`", source=self.directory)
 
     def _defines(self, name: str) -> bool:
         """Whether ``name`` is already a temp view of this connection's (a layout view, a store

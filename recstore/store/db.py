@@ -185,7 +185,7 @@ def check_is_store(con: duckdb.DuckDBPyConnection, path: Path, *,
         raise NotFoundError(f"{path}: no store here yet (run `recstore ingest` first)")
     raise RecstoreError(
         f"{path}: not a recstore store (a DuckDB file without recstore's schema); "
-        "recstore left it unchanged — pass --db with a store, or a new path to create one")
+        "recstore left it unchanged — open a store, or a new path to create one")
 
 
 def _has_store_mark(con: duckdb.DuckDBPyConnection) -> bool:

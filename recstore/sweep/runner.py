@@ -230,7 +230,7 @@ def _open_run(store: Any, spec: SweepSpec, rerun: bool, trigger: str,
             "select.include_replays)"
         raise EmptySelectionError(
             f"sweep {spec.name}: select.query {spec.select.query!r} selects no runs{replays}: "
-            "nothing would be checked (select.allow_empty = true or --allow-empty accepts an "
+            "nothing would be checked (select.allow_empty = true or `allow_empty` accepts an "
             "empty sweep)", what="select.query")
     snapshot = store.last_seq()
     with store.writer() as con, transaction(con):

@@ -57,7 +57,7 @@ def harness_file(base: Path, name: str, allow_outside: bool, *, source: str, whe
         return path
     raise InputError(
         f"{name!r} is outside the harness's folder {base.resolve()}; a harness reads only files "
-        "beside it (to allow it: replay --allow-outside, or allow_outside = true under a sweep "
+        "beside it (to allow it: `allow_outside`, or allow_outside = true under a sweep "
         "spec's [candidate])", source=source, path=where)
 
 

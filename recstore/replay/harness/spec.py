@@ -127,7 +127,8 @@ class PolicySpec(_Model):
 #: The environment variables a harness file may name as ``provider.api_key_env``: names that say
 #: they hold an API key. The openai provider sends that variable's value to ``base_url``, so a
 #: harness must not be able to name any other variable (``AWS_SECRET_ACCESS_KEY``, ``HOME``);
-#: ``replay --api-key-env`` on the command line may name any variable.
+#: a provider given apart from the file (``api_key_env`` of a ProviderSpec in code, ``replay
+#: --api-key-env`` on the command line) may name any variable.
 HARNESS_API_KEY_ENV = re.compile(r"[A-Z][A-Z0-9_]*_API_KEY")
 
 
@@ -202,8 +203,8 @@ class Harness(_Model):
         if env is not None and env != "" and not HARNESS_API_KEY_ENV.fullmatch(env):
             raise ValueError(
                 f"provider.api_key_env: {env!r} does not name an API key variable (NAME_API_KEY); "
-                "its value would be sent to provider.base_url. Name the key's variable, or pass "
-                "--api-key-env on the command line")
+                "its value would be sent to provider.base_url. Name the key's variable, or give "
+                "any variable as `api_key_env` apart from the harness file")
         return self
 
     @property
