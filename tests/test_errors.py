@@ -3,9 +3,13 @@ parameters as the library spells them, which the CLI turns into its flags."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
+import json
 import pkgutil
+import re
+from pathlib import Path
 
 import pytest
 
@@ -66,6 +70,52 @@ def test_library_messages_name_parameters_and_the_cli_names_flags(tmp_path):
     assert "--pair-by 'colour'" in done.stderr and "`" not in done.stderr
 
 
+# --- no library error names a CLI flag ---------------------------------------------------------
+
+_FLAG = re.compile(r"(?<![\w`-])--[a-z][a-z0-9-]*")
+
+
+def _error_names() -> set[str]:
+    return {name for name, cls in inspect.getmembers(errors, inspect.isclass)
+            if issubclass(cls, BaseException)} | {"ValueError", "TypeError"}
+
+
+def _is_error_text(node: ast.AST, names: set[str]) -> bool:
+    """A raise, the construction of an error, a parser's ``fail(...)``, or a reject's
+    ``error=`` reason: the places whose strings reach a user as an error."""
+    if isinstance(node, ast.Raise):
+        return True
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    called = func.id if isinstance(func, ast.Name) else \
+        func.attr if isinstance(func, ast.Attribute) else ""
+    return called in names or called == "fail" or any(k.arg == "error" for k in node.keywords)
+
+
+def _flags_in_library_errors() -> list[str]:
+    names = _error_names()
+    found = []
+    library = Path(recstore.__file__).parent
+    for path in sorted(library.rglob("*.py")):
+        if path.relative_to(library).parts[0] == "cli":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not _is_error_text(node, names):
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+                    for flag in _FLAG.findall(inner.value):
+                        found.append(f"{path.relative_to(library.parent)}:{inner.lineno}: {flag}")
+    return sorted(set(found))
+
+
+def test_no_library_error_names_a_cli_flag():
+    """Library errors name parameters (`max_record_bytes`); only recstore/cli/ spells flags."""
+    assert _flags_in_library_errors() == []
+
+
 def test_a_library_error_carries_its_parameter_and_the_cli_spells_it_as_the_flag(tmp_path):
     """The library says `columns` / `params` and carries the name as data; the real CLI prints
     the flag the user typed, for the command that ran, or names the command that has it."""
@@ -85,4 +135,11 @@ def test_a_library_error_carries_its_parameter_and_the_cli_spells_it_as_the_flag
     param = run_cli(db, "query", "@slowest-runs", "--param", "nope=1")
     assert param.returncode == 2
     assert param.stderr.startswith("recstore: error: --param: @slowest-runs has no parameter")
-    assert "`" not in columns.stderr + param.stderr
+
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"runId": "x" * 3000}) + "\n", encoding="utf-8")
+    ingest = run_cli(db, "ingest", str(big), "--max-record-bytes", "1000")
+    assert "(raise it with --max-record-bytes)" in ingest.stderr  # the reject's stored reason
+    listed = run_cli(db, "rejects")  # a command without the flag names the one that has it
+    assert "(raise it with recstore ingest --max-record-bytes)" in listed.stdout
+    assert "`" not in columns.stderr + param.stderr + ingest.stderr + listed.stdout

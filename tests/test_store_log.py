@@ -46,7 +46,7 @@ def test_an_oversized_record_is_rejected_and_the_rest_stored(tmp_path):
     summary = store.ingest([str(path)], max_record_bytes=40_000)
     assert (summary.accepted, summary.rejected) == (3, 1)
     reason, size, kept = store_reject(store)
-    assert "over the 40,000-byte limit" in reason and "--max-record-bytes" in reason
+    assert "over the 40,000-byte limit" in reason and "`max_record_bytes`" in reason
     assert size == len(json.dumps(big)) + 1 and kept.startswith('{"runId": "too-big"')
     assert store.verify().ok
 
@@ -367,7 +367,7 @@ def test_ingest_max_record_bytes_through_the_cli(tmp_path):
     path = _write_ndjson(tmp_path / "in.ndjson", [dict(good[0], question="x" * 20_000), good[1]])
     done = _cli(db, "ingest", str(path), "--max-record-bytes", "15000")
     assert done.returncode == 1 and "accepted 1" in done.stdout
-    assert "over the 15,000-byte limit" in done.stderr
+    assert "over the 15,000-byte limit (raise it with --max-record-bytes)" in done.stderr
 
 
 def _block_size(store: Store) -> int:

@@ -25,6 +25,7 @@ from recstore.cli.terminal import (
     vertical_option,
     width_option,
 )
+from recstore.cli.terms import in_cli_terms
 from recstore.errors import InputError
 from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES
 from recstore.jsonout import dumps
@@ -146,7 +147,8 @@ def ingest(
     else:
         for reject in summary.rejects[:_SHOWN_REJECTS]:
             where = f" at {reject['path']}" if reject["path"] else ""
-            say(f"rejected {reject['where']}{where}: {reject['reason']}", err=True)
+            say(f"rejected {reject['where']}{where}: {in_cli_terms(reject['reason'], ctx)}",
+                err=True)
         if summary.rejected > _SHOWN_REJECTS:
             say(f"... {summary.rejected - _SHOWN_REJECTS} more (recstore rejects)", err=True)
         say(summary.line())
@@ -194,7 +196,8 @@ def rejects(
             click.echo(dumps(rows))
             return
         for row in rows:
-            say(f"{row['rejects']:>8,}  {row['reason']}  ({row['sources']} sources)")
+            say(f"{row['rejects']:>8,}  {in_cli_terms(row['reason'], ctx)}  "
+                f"({row['sources']} sources)")
         if not rows:
             say("no rejects")
         return
@@ -205,7 +208,7 @@ def rejects(
     for row in rows:
         where = f"{row['source_uri']}:{row['line']}" if row["line"] else row["source_uri"]
         path = f" at {row['path']}" if row["path"] else ""
-        say(f"{where}{path}: {row['reason']}")
+        say(f"{where}{path}: {in_cli_terms(row['reason'], ctx)}")
     if not rows:
         say("no rejects")
     elif limit and len(rows) == limit:

@@ -254,7 +254,7 @@ class SourceFile:
             self.uri, line, kept.decode("utf-8", "replace"),
             error=(
                 f"record of {size:,} bytes is over the {self.max_record_bytes:,}-byte limit "
-                "(raise it with --max-record-bytes); the reject keeps its first "
+                "(raise it with `max_record_bytes`); the reject keeps its first "
                 f"{len(kept):,} bytes, its size and sha256"
             ),
             data=kept, sha256=digest.digest(), size=size,
