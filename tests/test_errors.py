@@ -54,6 +54,10 @@ def test_a_dsl_error_keeps_line_and_column_as_data():
         compile_dsl_tree("status = 'x' and\n  nosuch_column > 1")
     assert (caught.value.line, caught.value.column) == (2, 3)
     assert "line 2, column 3" in str(caught.value)
+    with pytest.raises(errors.DslError) as unbound:  # a missing value: the parameter, as data
+        compile_dsl_tree("status = 'x'\n  and agent = $who")
+    assert (unbound.value.line, unbound.value.column, unbound.value.param) == (2, 15, "params")
+    assert "give who=... in `params`" in str(unbound.value)
 
 
 def test_library_messages_name_parameters_and_the_cli_names_flags(tmp_path):

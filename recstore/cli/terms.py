@@ -23,6 +23,7 @@ import click
 #: Where :meth:`recstore.cli._Command.parse_args` leaves the context of the command that runs
 #: (``ctx.meta`` is shared by a context and all its children).
 RUNNING = "recstore.running"
+_EVERY = "recstore.flags_of_every_command"
 
 _NAME = re.compile(r"`([a-z_][a-z0-9_]*)`")
 
@@ -36,16 +37,14 @@ def in_cli_terms(message: str, ctx: click.Context) -> str:
     running: click.Context | None = ctx.meta.get(RUNNING)
     own = _flags(running.command) if running is not None else {}
     own.update({k: v for k, v in _flags(root.command).items() if k not in own})
-    elsewhere: dict[str, list[str]] | None = None
 
     def spelled(match: re.Match[str]) -> str:
-        nonlocal elsewhere
         name = match.group(1)
         if name in own:
             return own[name]
-        if elsewhere is None:
-            elsewhere = _flags_of_every_command(root)
-        return " or ".join(elsewhere.get(name, [])) or match.group(0)
+        if _EVERY not in ctx.meta:  # once a run: `rejects` may print many reasons
+            ctx.meta[_EVERY] = _flags_of_every_command(root)
+        return " or ".join(ctx.meta[_EVERY].get(name, [])) or match.group(0)
 
     return _NAME.sub(spelled, message)
 
