@@ -115,9 +115,12 @@ class OtlpError(RecstoreError, ValueError):
 
 
 class QueryRefused(InputError):
-    """A query the guard will not run; the message says why in one line."""
+    """A query the guard will not run; the message says why in one line. SQL that does not
+    parse keeps where, as sqlglot's ParseError does: ``line``/``column`` (1-based; None for
+    other refusals)."""
 
-    def __init__(self, why: str):
+    def __init__(self, why: str, *, line: int | None = None, column: int | None = None):
+        self.line, self.column = line, column
         super().__init__(f"query refused: {why}")
 
 

@@ -19,7 +19,9 @@ from recstore.compare.pairing import PairBy, pair_runs
 from recstore.errors import InputError, RecstoreError
 from recstore.query import run_query
 from recstore.query.dsl import compile_dsl_tree
+from recstore.query.guard import guard_sql
 from recstore.query.saved import load_saved
+from recstore.query.views import default_catalog
 from recstore.store import Store
 from tests.conftest import AIOC_FIXTURES, run_cli
 
@@ -147,3 +149,10 @@ def test_a_library_error_carries_its_parameter_and_the_cli_spells_it_as_the_flag
     listed = run_cli(db, "rejects")  # a command without the flag names the one that has it
     assert "(raise it with recstore ingest --max-record-bytes)" in listed.stdout
     assert "`" not in columns.stderr + param.stderr + ingest.stderr + listed.stdout
+
+
+def test_sql_that_does_not_parse_keeps_line_and_column_as_data():
+    with pytest.raises(errors.QueryRefused) as caught:
+        guard_sql("SELECT 1\nFROM runs WHERE (", default_catalog())
+    assert (caught.value.line, caught.value.column) == (2, 17)
+    assert "at line 2, column 17" in str(caught.value)

@@ -72,8 +72,10 @@ def parse_single_query(sql: str) -> exp.Query:
         raise QueryRefused(f"could not read SQL: {_token_problem(exc)}") from None
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
-        where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
-        raise QueryRefused(f"could not parse SQL{where}: {first.get('description', exc)}") from None
+        line, column = first.get("line"), first.get("col")
+        where = f" at line {line}, column {column}" if first else ""
+        raise QueryRefused(f"could not parse SQL{where}: {first.get('description', exc)}",
+                           line=line, column=column) from None
     if len(statements) != 1:
         raise QueryRefused(f"expected one statement, found {len(statements)}")
     tree = statements[0]
