@@ -7,8 +7,9 @@ both alike; the table prints medians of wall time and of CPU time (user + system
 less sensitive to other processes than wall time) and their ratios. The goal: every read
 command, and its --help, within 1.5x of the script; --version and --help under 0.3 s.
 
-Run: python benchmarks/bench_startup.py [--runs 9] [--top 12] [--db STORE]
-(without --db a store of 200 synth runs is built in a temporary directory).
+Run: python benchmarks/bench_startup.py [--runs 9] [--top 12] [--sizes 200 2000] [--db STORE]
+(without --db a store of each size of synth runs is built in a temporary directory, and the
+read commands are timed on each; the load average is printed before and after).
 """
 
 from __future__ import annotations
@@ -130,34 +131,49 @@ def report_imports(db: Path, run: str, top: int) -> None:
             print(f"      {cumulative_us / 1000:8.1f} ms  {name}")
 
 
-def build_store(folder: Path) -> Path:
-    """A store of 200 synth runs in ``folder``."""
-    db = folder / "bench-startup.duckdb"
+def build_store(folder: Path, size: int) -> Path:
+    """A store of ``size`` synth runs in ``folder``."""
+    db = folder / f"bench-startup-{size}.duckdb"
     code = ("import sys; from recstore.store import Store; from recstore.synth import "
-            "generate_corpus; Store(sys.argv[1]).ingest_records(list(generate_corpus(200, "
-            "seed=3)), source_uri='synth')")
-    subprocess.run([*PYTHON, "-c", code, str(db)], check=True)
+            "generate_corpus; Store(sys.argv[1]).ingest_records(list(generate_corpus("
+            "int(sys.argv[2]), seed=3)), source_uri='synth')")
+    subprocess.run([*PYTHON, "-c", code, str(db), str(size)], check=True)
     return db
+
+
+def first_run(db: Path) -> str:
+    """The first run key of ``db`` (for show and lineage)."""
+    return subprocess.run([*RECSTORE, "--db", str(db), "query", "--format", "csv",
+                           "SELECT run_key FROM runs ORDER BY run_key LIMIT 1"],
+                          check=True, capture_output=True, text=True).stdout.split()[1]
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9, help="Runs per command (and script).")
     parser.add_argument("--top", type=int, default=8, help="Imports listed per command.")
-    parser.add_argument("--db", type=Path, help="An existing store (default: build one).")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[200, 2000],
+                        help="Runs in each store built (default: 200 2000).")
+    parser.add_argument("--db", type=Path, help="An existing store (default: build them).")
     args = parser.parse_args()
     # Run from the repository root so `-m recstore` finds this checkout even without an install.
     os.chdir(Path(__file__).resolve().parents[1])
     with tempfile.TemporaryDirectory() as folder:
-        db = args.db.resolve() if args.db else build_store(Path(folder))
-        run = subprocess.run([*RECSTORE, "--db", str(db), "query", "--format", "csv",
-                              "SELECT run_key FROM runs ORDER BY run_key LIMIT 1"],
-                             check=True, capture_output=True, text=True).stdout.split()[1]
-        timed(script(db, "SELECT 1"))  # warm the file cache and bytecode before measuring
-        timed([*RECSTORE, "--db", str(db), "query", "SELECT 1"])
-        report_reads(db, run, args.runs)
+        stores = [args.db.resolve()] if args.db else [build_store(Path(folder), size)
+                                                      for size in args.sizes]
+        print(f"{load()} (before; {os.cpu_count()} cores)")
+        for db in stores:
+            timed(script(db, "SELECT 1"))  # warm the file cache and bytecode before measuring
+            timed([*RECSTORE, "--db", str(db), "query", "SELECT 1"])
+            report_reads(db, first_run(db), args.runs)
+            print()
         report_light(args.runs)
-        report_imports(db, run, args.top)
+        print(f"{load()} (after)")
+        report_imports(stores[0], first_run(stores[0]), args.top)
 
 
 if __name__ == "__main__":

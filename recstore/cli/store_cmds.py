@@ -26,7 +26,7 @@ from recstore.cli.terminal import (
     width_option,
 )
 from recstore.errors import InputError
-from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES
+from recstore.formats import DEFAULT_MAX_RECORD_BYTES
 from recstore.jsonout import dumps
 from recstore.records.render import render_analysis
 from recstore.store.chain import DEFAULT_BATCH_SIZE
