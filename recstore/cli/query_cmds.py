@@ -135,10 +135,12 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
             wrote(output, quiet=quiet)
         return
     from recstore.query.api import run_query
+    from recstore.query.checked_cache import CheckedCache
 
     text, bound, language = _resolve_saved(text, values)
     with run_query(existing_store(ctx, lock_timeout), text, bound, language=language,
-                   limits=limits, arrow=fmt == "parquet") as result:
+                   limits=limits, arrow=fmt == "parquet",
+                   cache=CheckedCache.default()) as result:
         _write(result, columns, fmt, output, vertical, width, limits.max_rows)
     if output is not None:
         wrote(output, quiet=quiet)
