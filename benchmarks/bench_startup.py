@@ -6,9 +6,13 @@ Each pair runs interleaved (command, script, command, ...) so that load on the m
 both alike; the table prints medians of wall time and of CPU time (user + system of the child,
 less sensitive to other processes than wall time) and their ratios. The goal: every read
 command, and its --help, within 1.5x of the script; --version and --help under 0.3 s.
+A query text runs the SQL the guard checked on its first run from then on (the cache of
+recstore.query.checked_cache, kept in the temporary directory here); the "unchecked" rows run
+the same texts with the cache off, as a text never run before does.
 
-Run: python benchmarks/bench_startup.py [--runs 9] [--top 12] [--db STORE]
-(without --db a store of 200 synth runs is built in a temporary directory).
+Run: python benchmarks/bench_startup.py [--runs 9] [--top 12] [--sizes 200 2000] [--db STORE]
+(without --db a store of each size of synth runs is built in a temporary directory, and the
+read commands are timed on each; the load average is printed before and after).
 """
 
 from __future__ import annotations
@@ -39,13 +43,22 @@ def script(db: Path, sql: str) -> list[str]:
     return [*PYTHON, "-c", code]
 
 
+# `recstore query` remembers the SQL the guard checked for a text (recstore.query.checked_cache):
+# the query cases run with a cache of their own, so every run after the first takes the
+# remembered SQL, and once more marked "unchecked" with the cache off, as a new text runs.
+NO_CACHE = "RECSTORE_CACHE_DIR="
+_DSL_SQL = "SELECT * FROM runs WHERE status = 'completed' ORDER BY started DESC LIMIT 20"
+
+
 def read_cases(db: Path, run: str) -> list[tuple[str, list[str], str]]:
     """(label, recstore argv, the SQL the script runs) for each read command and --help."""
     cases = [
         ('query "SELECT 1"', ["query", "SELECT 1"], "SELECT 1"),
         ("query SQL (agents)", ["query", _AGENTS], _AGENTS),
-        ("query DSL", ["query", _DSL],
-         "SELECT * FROM runs WHERE status = 'completed' ORDER BY started DESC LIMIT 20"),
+        ("query DSL", ["query", _DSL], _DSL_SQL),
+        ('  unchecked "SELECT 1"', [NO_CACHE, "query", "SELECT 1"], "SELECT 1"),
+        ("  unchecked SQL", [NO_CACHE, "query", _AGENTS], _AGENTS),
+        ("  unchecked DSL", [NO_CACHE, "query", _DSL], _DSL_SQL),
         ("runs", ["runs"], _RUNS),
         ("show RUN", ["show", run, "--no-pager"],
          f"SELECT * FROM runs WHERE run_key = '{run}'"),
@@ -55,8 +68,9 @@ def read_cases(db: Path, run: str) -> list[tuple[str, list[str], str]]:
     ]
     helps = [(f"{name} --help", [name, "--help"], "SELECT 1")
              for name in ("query", "runs", "show", "schema", "rejects", "lineage")]
-    return [(label, [*RECSTORE, "--db", str(db), *argv], sql) for label, argv, sql in
-            cases + helps]
+    return [(label, [*(["env", NO_CACHE] if argv[0] == NO_CACHE else []), *RECSTORE, "--db",
+                     str(db), *(a for a in argv if a != NO_CACHE)], sql)
+            for label, argv, sql in cases + helps]
 
 
 def timed(command: list[str]) -> tuple[float, float]:
@@ -76,6 +90,8 @@ def side_by_side(command: list[str], reference: list[str], runs: int
     """Median wall and CPU seconds of ``command`` and of ``reference``, run alternately."""
     own: list[tuple[float, float]] = []
     ref: list[tuple[float, float]] = []
+    timed(command)  # not counted: compiles the command's modules, and checks a query's text
+    timed(reference)
     for _ in range(runs):
         own.append(timed(command))
         ref.append(timed(reference))
@@ -107,7 +123,8 @@ def report_light(runs: int) -> None:
 
 def import_times(command: list[str]) -> list[tuple[str, int, int]]:
     """(module, self µs, cumulative µs) for every import ``command`` makes."""
-    traced = [command[0], "-X", "importtime", *command[1:]]
+    python = command.index(sys.executable)
+    traced = [*command[:python + 1], "-X", "importtime", *command[python + 1:]]
     stderr = subprocess.run(traced, check=True, capture_output=True, text=True).stderr
     rows = []
     for line in stderr.splitlines():
@@ -121,7 +138,7 @@ def import_times(command: list[str]) -> list[tuple[str, int, int]]:
 def report_imports(db: Path, run: str, top: int) -> None:
     print("\nimports (python -X importtime): modules, total self time, the costliest "
           "top-level imports by cumulative time")
-    for label, command, _ in read_cases(db, run)[:8]:
+    for label, command, _ in read_cases(db, run)[:11]:
         rows = import_times(command)
         total_ms = sum(self_us for _, self_us, _ in rows) / 1000
         print(f"  {label}: {len(rows)} modules, {total_ms:.0f} ms")
@@ -130,34 +147,54 @@ def report_imports(db: Path, run: str, top: int) -> None:
             print(f"      {cumulative_us / 1000:8.1f} ms  {name}")
 
 
-def build_store(folder: Path) -> Path:
-    """A store of 200 synth runs in ``folder``."""
-    db = folder / "bench-startup.duckdb"
+def build_store(folder: Path, size: int) -> Path:
+    """A store of ``size`` synth runs in ``folder``."""
+    db = folder / f"bench-startup-{size}.duckdb"
     code = ("import sys; from recstore.store import Store; from recstore.synth import "
-            "generate_corpus; Store(sys.argv[1]).ingest_records(list(generate_corpus(200, "
-            "seed=3)), source_uri='synth')")
-    subprocess.run([*PYTHON, "-c", code, str(db)], check=True)
+            "generate_corpus; Store(sys.argv[1]).ingest_records(list(generate_corpus("
+            "int(sys.argv[2]), seed=3)), source_uri='synth')")
+    subprocess.run([*PYTHON, "-c", code, str(db), str(size)], check=True)
     return db
+
+
+def first_run(db: Path) -> str:
+    """The first run key of ``db`` (for show and lineage)."""
+    return subprocess.run([*RECSTORE, "--db", str(db), "query", "--format", "csv",
+                           "SELECT run_key FROM runs ORDER BY run_key LIMIT 1"],
+                          check=True, capture_output=True, text=True).stdout.split()[1]
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9, help="Runs per command (and script).")
     parser.add_argument("--top", type=int, default=8, help="Imports listed per command.")
-    parser.add_argument("--db", type=Path, help="An existing store (default: build one).")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[200, 2000],
+                        help="Runs in each store built (default: 200 2000).")
+    parser.add_argument("--db", type=Path, help="An existing store (default: build them).")
     args = parser.parse_args()
     # Run from the repository root so `-m recstore` finds this checkout even without an install.
     os.chdir(Path(__file__).resolve().parents[1])
     with tempfile.TemporaryDirectory() as folder:
-        db = args.db.resolve() if args.db else build_store(Path(folder))
-        run = subprocess.run([*RECSTORE, "--db", str(db), "query", "--format", "csv",
-                              "SELECT run_key FROM runs ORDER BY run_key LIMIT 1"],
-                             check=True, capture_output=True, text=True).stdout.split()[1]
-        timed(script(db, "SELECT 1"))  # warm the file cache and bytecode before measuring
-        timed([*RECSTORE, "--db", str(db), "query", "SELECT 1"])
-        report_reads(db, run, args.runs)
+        os.environ["RECSTORE_CACHE_DIR"] = str(Path(folder) / "cache")  # not the user's cache
+        # An install has its modules compiled (pip writes the .pyc files); a checkout run with
+        # PYTHONDONTWRITEBYTECODE would compile recstore's ~170 modules from source on every
+        # run, which the duckdb script (site-packages, compiled) never does.
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        stores = [args.db.resolve()] if args.db else [build_store(Path(folder), size)
+                                                      for size in args.sizes]
+        print(f"{load()} (before; {os.cpu_count()} cores)")
+        for db in stores:
+            timed(script(db, "SELECT 1"))  # warm the file cache and bytecode before measuring
+            timed([*RECSTORE, "--db", str(db), "query", "SELECT 1"])
+            report_reads(db, first_run(db), args.runs)
+            print()
         report_light(args.runs)
-        report_imports(db, run, args.top)
+        print(f"{load()} (after)")
+        report_imports(stores[0], first_run(stores[0]), args.top)
 
 
 if __name__ == "__main__":

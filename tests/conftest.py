@@ -3,12 +3,15 @@ agentuse v0.15.0 themselves, copied into the repository so a clone stands alone)
 
 from __future__ import annotations
 
+import atexit
 import gzip
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,13 @@ import pytest
 for _name in ("COLUMNS", "LINES"):
     if _name not in os.environ:
         os.unsetenv(_name)
+
+# `recstore query` remembers checked SQL under ~/.cache (recstore.query.checked_cache); the tests'
+# CLI runs share one cache of their own, removed at exit, so a test runs a text a second time
+# through the remembered path exactly as a user does.
+if "RECSTORE_CACHE_DIR" not in os.environ:
+    os.environ["RECSTORE_CACHE_DIR"] = tempfile.mkdtemp(prefix="recstore-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["RECSTORE_CACHE_DIR"], ignore_errors=True)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = (REPO_ROOT / "tests" / "fixtures").resolve()  # the store records resolved source paths
@@ -59,10 +69,11 @@ def run_cli(db: Path | str, *args: str, cwd: Path | str | None = None,
                           env=env)
 
 
-def imported_modules(*args: str) -> set[str]:
-    """Every module ``python -X importtime -m recstore ARGS`` imports."""
+def imported_modules(*args: str, env: dict[str, str] | None = None) -> set[str]:
+    """Every module ``python -X importtime -m recstore ARGS`` imports (``env``: the child's
+    whole environment, by default this one)."""
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "recstore", *args],
-                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=60, env=env)
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("import time:")]
     assert lines, "no -X importtime output"

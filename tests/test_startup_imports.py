@@ -4,6 +4,9 @@ with a one-line duckdb script by benchmarks/bench_startup.py, not asserted here.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import duckdb
 import pytest
 
@@ -21,9 +24,12 @@ NEVER_ON_READ = {"pyarrow", "numpy", "pandas.core", "pydantic", "recstore.store.
                  "recstore.store.agentuse_ingest", "recstore.formats.aioc",
                  "recstore.replay.harness", "sqlglot.dialects.spark", "sqlglot.dialects.spark2",
                  "sqlglot.dialects.hive"}
-# `recstore query "SELECT 1"` imported 539 modules before issue 27.1 and ~355 after; the ceiling
-# leaves room for other Python and library versions, not for the ingest stack (~200 modules).
-QUERY_CEILING = 430
+# `recstore query "SELECT 1"` imported 539 modules before issue 27.1, ~355 after its first pass
+# and ~300 now when the guard checks the text; ~240 when the checked SQL is remembered
+# (recstore.query.checked_cache: no sqlglot). The ceilings leave room for other Python and
+# library versions, not for the ingest stack (~200 modules) or sqlglot (~60).
+QUERY_CEILING = 380
+REMEMBERED_CEILING = 290
 HELP_CEILING = 220
 
 
@@ -42,19 +48,33 @@ def run_key(fixture_store) -> str:
         return con.execute("SELECT run_key FROM runs ORDER BY run_key LIMIT 1").fetchone()[0]
 
 
-def test_a_plain_sql_query_imports_neither_arrow_nor_the_ingest_nor_the_dsl(db):
-    modules = imported_modules("--db", db, "query", "SELECT 1")
+def _own_cache(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "RECSTORE_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def test_a_plain_sql_query_imports_neither_arrow_nor_the_ingest_nor_the_dsl(db, tmp_path):
+    env = _own_cache(tmp_path)
+    modules = imported_modules("--db", db, "query", "SELECT 1", env=env)
     assert {"duckdb", "sqlglot", "recstore.query.guard"} <= modules  # the trace is read right
     assert _forbidden(modules, NEVER_ON_READ | {"recstore.query.dsl",
                                                 "recstore.query.dialects"}) == set()
     assert len(modules) <= QUERY_CEILING
+    # the same text again runs the SQL the guard checked above: no sqlglot, no guard
+    again = imported_modules("--db", db, "query", "SELECT 1", env=env)
+    assert {"duckdb", "recstore.query.checked_cache"} <= again
+    assert _forbidden(again, NEVER_ON_READ | {"sqlglot", "recstore.query.guard",
+                                              "recstore.query.dsl"}) == set()
+    assert len(again) <= REMEMBERED_CEILING
 
 
-def test_a_dsl_query_imports_the_dsl_but_not_the_ingest(db):
-    modules = imported_modules("--db", db, "query",
-                               "status = 'completed' fields run_key, agent limit 3")
+def test_a_dsl_query_imports_the_dsl_but_not_the_ingest(db, tmp_path):
+    env = _own_cache(tmp_path)
+    text = "status = 'completed' fields run_key, agent limit 3"
+    modules = imported_modules("--db", db, "query", text, env=env)
     assert "recstore.query.dsl" in modules
     assert _forbidden(modules, NEVER_ON_READ) == set()
+    again = imported_modules("--db", db, "query", text, env=env)
+    assert _forbidden(again, NEVER_ON_READ | {"sqlglot", "recstore.query.dsl"}) == set()
 
 
 @pytest.mark.parametrize("command", [["runs"], ["show", "RUN", "--no-pager"], ["rejects"],

@@ -184,3 +184,24 @@ def test_the_documented_table_is_what_a_100_column_terminal_shows(fixture_store)
     shown = text.split("a footer names them:\n\n```\n", 1)[1].split("```", 1)[0]
     query = "status = 'failed' and agent = 'Triage' limit 2"
     assert on_terminal(fixture_store.path, "query", query) == shown.splitlines()
+
+
+_FIELD_TEXT = st.text(st.sampled_from(list("ab z-\n\t\u00e9\u4e2d\u0301\u3000\u200b")) |
+                      st.characters(), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["run", "question", "response", "error", "tags", "x"]),
+                          _FIELD_TEXT), min_size=1, max_size=6),
+       st.none() | st.integers(min_value=1, max_value=60))
+def test_show_fields_without_rich_print_what_rich_prints(fields, width):
+    """write_fields prints lines that need no wrapping itself (issue 27.1: `show` without rich's
+    console); the result is what rich's table prints, whatever the text and width."""
+    from recstore.query.table import _console, _fields_table, write_fields
+    from recstore.records.render import printable
+
+    out, reference = io.StringIO(), io.StringIO()
+    write_fields(fields, out, width=width)
+    _console(reference, width).print(_fields_table([n for n, _ in fields],
+                                                   [printable(v, keep="\n") for _, v in fields]))
+    assert out.getvalue() == reference.getvalue()

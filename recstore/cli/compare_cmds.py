@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from recstore.cli import cli
 from recstore.cli.existing_store import WRITE_WAIT, existing_store, lock_timeout_option
 from recstore.cli.record_cmds import compare_options, echo_comparison
-from recstore.cli.spark_cmds import conf_option, master_option, session
+from recstore.cli.spark_session import conf_option, master_option, session
 from recstore.cli.terminal import CliProgress, quiet_option, say, wrote
 from recstore.compare import (
     DEFAULT_MAX_UNPAIRED,

@@ -10,7 +10,7 @@ import click
 
 from recstore.cli import cli
 from recstore.cli.existing_store import READ_WAIT, existing_store, lock_timeout_option
-from recstore.cli.spark_cmds import conf_option, master_option, session
+from recstore.cli.spark_session import conf_option, master_option, session
 from recstore.cli.terminal import (
     CliProgress,
     columns_option,
@@ -23,7 +23,6 @@ from recstore.cli.terminal import (
     wrote,
 )
 from recstore.errors import InputError
-from recstore.jsonout import dumps
 from recstore.query import DIALECTS
 from recstore.query.limits import QUERY_MAX_ROWS, QUERY_TIMEOUT, QueryLimitError, QueryLimits
 from recstore.query.output import FORMATS
@@ -136,10 +135,12 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
             wrote(output, quiet=quiet)
         return
     from recstore.query.api import run_query
+    from recstore.query.checked_cache import CheckedCache
 
     text, bound, language = _resolve_saved(text, values)
     with run_query(existing_store(ctx, lock_timeout), text, bound, language=language,
-                   limits=limits, arrow=fmt == "parquet") as result:
+                   limits=limits, arrow=fmt == "parquet",
+                   cache=CheckedCache.default()) as result:
         _write(result, columns, fmt, output, vertical, width, limits.max_rows)
     if output is not None:
         wrote(output, quiet=quiet)
@@ -161,6 +162,7 @@ def _write(result: ResultStream, columns: list[str] | None, fmt: str, output: st
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 def queries_cmd(as_json: bool) -> None:
     """List the saved queries (run one with `recstore query @NAME`)."""
+    from recstore.jsonout import dumps
     from recstore.query.saved import list_saved
 
     saved = list_saved()
@@ -184,6 +186,7 @@ def queries_cmd(as_json: bool) -> None:
 @click.pass_context
 def schema_cmd(ctx: click.Context, as_json: bool, lock_timeout: float) -> None:
     """Print the queryable views with column types and descriptions."""
+    from recstore.jsonout import dumps
     from recstore.query.views import (
         catalog_from_connection,
         default_catalog,
@@ -238,6 +241,7 @@ def export_cmd(ctx: click.Context, target: str | None, overwrite: bool, otlp_dir
     if target is None:
         raise InputError("give the DIRECTORY to write Parquet to (or --otlp DIR)",
                          source="recstore export")
+    from recstore.jsonout import dumps
     from recstore.query.export import export_views
 
     with CliProgress("export views", quiet=quiet) as progress:
@@ -256,6 +260,7 @@ def export_cmd(ctx: click.Context, target: str | None, overwrite: bool, otlp_dir
 
 def _export_otlp(store: Store, directory: str, dsl_filter: str | None, content: str,
                  as_json: bool, quiet: bool) -> None:
+    from recstore.jsonout import dumps
     from recstore.query import select_run_keys
     from recstore.store.otlp_io import export_otlp
 

@@ -5,33 +5,14 @@ from __future__ import annotations
 import glob
 import os
 from dataclasses import asdict
-from typing import Any
 
 import click
 
 from recstore.cli import cli
-from recstore.cli.terminal import CliProgress, name_values, quiet_option, say, wrote
+from recstore.cli.spark_session import conf_option, master_option, session
+from recstore.cli.terminal import CliProgress, quiet_option, say, wrote
 from recstore.errors import InputError
 from recstore.jsonout import dumps
-
-master_option = click.option(
-    "--master", metavar="URL",
-    help="Spark master (local[4], spark://host:7077, yarn, k8s://...); default: the one "
-    "spark-submit was given, else local[2].")
-conf_option = click.option(
-    "--conf", "conf", multiple=True, metavar="KEY=VALUE",
-    help="A Spark setting for the session (repeatable), e.g. spark.executor.memory=8g.")
-
-
-def session(master: str | None, conf: tuple[str, ...]) -> Any:
-    """The Spark session ``--master`` and ``--conf`` ask for. The JVM's own log lines go to a
-    file (:func:`~recstore.query.spark.jvm_log_path`), and to the terminal with ``--debug``."""
-    from recstore.query.spark import jvm_log_path, spark_session
-
-    ctx = click.get_current_context(silent=True)
-    debug = bool(ctx and ctx.find_root().obj and ctx.find_root().obj.get("debug"))
-    return spark_session(master, tuple(name_values(conf, "--conf", "KEY")),
-                         None if debug else jvm_log_path())
 
 
 def _check_local_inputs(inputs: tuple[str, ...]) -> None:

@@ -9,7 +9,7 @@ import json
 import shutil
 import sys
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -27,8 +27,7 @@ from recstore.cli.terminal import (
 )
 from recstore.cli.terms import in_cli_terms
 from recstore.errors import InputError
-from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES
-from recstore.jsonout import dumps
+from recstore.formats import DEFAULT_MAX_RECORD_BYTES
 from recstore.records.render import render_analysis
 from recstore.store.chain import DEFAULT_BATCH_SIZE
 
@@ -38,6 +37,14 @@ if TYPE_CHECKING:
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 # At most this many reject reasons are echoed; `recstore rejects` lists them all.
 _SHOWN_REJECTS = 20
+
+
+def dumps(value: Any, indent: int | None = 2) -> str:
+    """:func:`recstore.jsonout.dumps`, imported when a command prints JSON (issue 27.1: `runs`
+    and `rejects` print text without jsonout's imports)."""
+    from recstore.jsonout import dumps as json_dumps
+
+    return json_dumps(value, indent=indent)
 
 
 def _store(ctx: click.Context, lock_timeout: float) -> Store:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from recstore.errors import InputError
+from recstore.formats import DEFAULT_MAX_RECORD_BYTES
 from recstore.formats.jsontext import parse_json_bytes
 
 __all__ = [
@@ -121,9 +122,6 @@ class _HashingReader(io.RawIOBase):
         return n
 
 
-# Inputs larger than this are rejected unread (`recstore ingest --max-record-bytes`): DuckDB and
-# Python would each hold several copies of one such record.
-DEFAULT_MAX_RECORD_BYTES = 64 * 2**20
 # How much of an oversized input the reject keeps (the rest is described by size and sha256).
 _KEPT_PREFIX = 64 * 2**10
 _READ_CHUNK = 1 << 20

@@ -5,61 +5,82 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
-from sqlglot import exp
 
 from recstore.errors import EmptySelectionError, InputError
-from recstore.query.guard import (
-    check_functions,
-    check_nodes,
-    check_tables,
-    guard_sql,
-    lock_down,
-    looks_like_sql,
-    refuse_deep_nesting,
-    refuse_unprintable,
-    view_references,
-)
 from recstore.query.limits import LimitWatch, QueryLimits, query_error
 from recstore.query.output import BATCH_ROWS, ResultStream, RowBatch, plain_type
+from recstore.query.sqltext import lock_down, looks_like_sql, refuse_deep_nesting
 from recstore.query.views import Catalog, catalog_from_connection, default_catalog
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from sqlglot import exp
 
+    from recstore.query.checked_cache import CheckedCache
     from recstore.store import Store
 
 # Plain SQL needs only the guard: the DSL compiler and the other engines' dialects (sqlglot's
-# Spark dialect among them) are imported when a query uses them.
+# Spark dialect among them) are imported when a query uses them, and a text whose checked SQL is
+# remembered (recstore.query.checked_cache) imports no sqlglot at all.
 
 
-@dataclass(frozen=True)
 class CompiledQuery:
     """A checked query: its DuckDB-dialect tree, whether it came from SQL or the DSL, and the
-    catalogue it was checked against."""
+    catalogue it was checked against.
 
-    tree: exp.Query
-    language: str  # "sql" | "dsl"
-    catalog: Catalog
+    ``CompiledQuery.remembered(sql, language, catalog, text)`` is a query whose ``text`` the
+    guard passed on an earlier run as ``sql`` (:mod:`recstore.query.checked_cache`): it runs as
+    ``sql``, and compiles ``text`` again only when something asks for its tree.
+    """
+
+    def __init__(self, tree: exp.Query, language: str, catalog: Catalog):
+        self._tree: exp.Query | None = tree
+        self.language = language  # "sql" | "dsl"
+        self.catalog = catalog
+        self._text: str | None = None
+        self._sql: str | None = None
+
+    @classmethod
+    def remembered(cls, sql: str, language: str, catalog: Catalog, text: str) -> CompiledQuery:
+        """The query ``text`` that compiled to the checked ``sql`` (see the class docstring)."""
+        query = cls.__new__(cls)
+        query._tree, query.language, query.catalog = None, language, catalog
+        query._text, query._sql = text, sql
+        return query
+
+    @property
+    def tree(self) -> exp.Query:
+        """The query's sqlglot tree (a remembered query compiles its text again for it)."""
+        if self._tree is None:
+            assert self._text is not None
+            self._tree = compile_query(self._text, self.catalog, language=self.language).tree
+        return self._tree
 
     @property
     def sql(self) -> str:
         """DuckDB SQL, as run on the store (without comments: what runs is exactly the tree
-        the guard checked)."""
+        the guard checked, or the SQL it printed for this text before)."""
+        if self._sql is not None:
+            return self._sql
+        from recstore.query.guard import refuse_unprintable
+
         with refuse_deep_nesting(), refuse_unprintable("duckdb"):
             return self.tree.sql(dialect="duckdb", comments=False)
 
     def views(self) -> list[str]:
         """The public views the query reads (CTE names excluded)."""
+        from recstore.query.guard import view_references
+
         return sorted({t.name.lower() for t in view_references(self.tree)})
 
     def to(self, dialect: str, pretty: bool = False) -> str:
         """SQL for ``dialect`` (spark, trino, postgres, bigquery, clickhouse or duckdb)."""
         from recstore.query.dialects import to_dialect
+        from recstore.query.guard import refuse_unprintable
 
         with refuse_deep_nesting(), refuse_unprintable(dialect):
             return to_dialect(self.tree, dialect, self.catalog, pretty=pretty)
@@ -67,24 +88,41 @@ class CompiledQuery:
 
 def compile_query(text: str, catalog: Catalog | None = None,
                   params: Mapping[str, Any] | None = None,
-                  now: datetime | None = None, language: str | None = None) -> CompiledQuery:
+                  now: datetime | None = None, language: str | None = None, *,
+                  cache: CheckedCache | None = None) -> CompiledQuery:
     """Compile SQL or DSL ``text``: ``language`` "sql" or "dsl", or by default SQL when its
     first word is a SQL statement keyword.
 
     SQL goes through the read-only guard; ``$name`` placeholders are replaced by literal nodes
-    from ``params``. DSL compiles to a tree that passes the same structural checks.
+    from ``params``. DSL compiles to a tree that passes the same structural checks. With a
+    ``cache``, a text compiled before (without parameters, and for the DSL without reading the
+    clock) runs as the SQL it was checked as then, and a text that compiles is remembered (see
+    :mod:`recstore.query.checked_cache`).
 
     Raises:
         InputError: the query is refused, invalid, or too deeply nested to compile.
     """
     catalog = catalog or default_catalog()
+    language = "sql" if language == "sql" or language is None and looks_like_sql(text) else "dsl"
+    key = None
+    if cache is not None and not params:
+        from recstore.query.checked_cache import entry_key
+
+        key = entry_key(text, language, catalog)
+        sql = cache.get(key)
+        if sql is not None:
+            return CompiledQuery.remembered(sql, language, catalog, text)
     with refuse_deep_nesting():
-        if language == "sql" or language is None and looks_like_sql(text):
+        if language == "sql":
+            from recstore.query.guard import guard_sql
+
             tree = bind_placeholders(guard_sql(text, catalog), params or {})
-            query = CompiledQuery(tree, "sql", catalog)
+            query, timeless = CompiledQuery(tree, "sql", catalog), True
         else:
-            query = compile_dsl(text, catalog, params, now)
-        query.sql  # noqa: B018 - prove the tree prints here, where nesting errors are caught
+            query, timeless = _compile_dsl(text, catalog, params, now)
+        sql = query.sql  # prove the tree prints here, where nesting errors are caught
+    if key is not None and cache is not None and timeless:
+        cache.put(key, sql)
     return query
 
 
@@ -92,19 +130,28 @@ def compile_dsl(text: str, catalog: Catalog | None = None,
                 params: Mapping[str, Any] | None = None,
                 now: datetime | None = None) -> CompiledQuery:
     """Compile filter-DSL ``text``; see :mod:`recstore.query.dsl` for the grammar."""
-    from recstore.query.dsl import compile_dsl_tree
+    return _compile_dsl(text, catalog or default_catalog(), params, now)[0]
 
-    catalog = catalog or default_catalog()
+
+def _compile_dsl(text: str, catalog: Catalog, params: Mapping[str, Any] | None,
+                 now: datetime | None) -> tuple[CompiledQuery, bool]:
+    """:func:`compile_dsl`, and whether the SQL holds at any time (no relative time read
+    ``now``)."""
+    from recstore.query.dsl import compile_dsl_clocked
+    from recstore.query.guard import check_functions, check_nodes, check_tables
+
     with refuse_deep_nesting():
-        tree = compile_dsl_tree(text, catalog, params, now)
+        tree, read_now = compile_dsl_clocked(text, catalog, params, now)
         for check in (check_nodes, check_functions):
             check(tree)
         check_tables(tree, catalog)
-    return CompiledQuery(tree, "dsl", catalog)
+    return CompiledQuery(tree, "dsl", catalog), not read_now
 
 
 def bind_placeholders(tree: exp.Query, params: Mapping[str, Any]) -> exp.Query:
     """Replace ``$name`` / ``:name`` placeholders by literals (never by SQL text)."""
+    from sqlglot import exp
+
     def bind(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Placeholder):
             name = node.name
@@ -125,7 +172,7 @@ def bind_placeholders(tree: exp.Query, params: Mapping[str, Any]) -> exp.Query:
 
 
 def open_reader(store: Store) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
-    """A read-only store connection locked down for user queries (see ``guard.lock_down``)."""
+    """A read-only store connection locked down for user queries (see ``sqltext.lock_down``)."""
     @contextlib.contextmanager
     def reader() -> Iterator[duckdb.DuckDBPyConnection]:
         with store.reader() as con:
@@ -197,9 +244,10 @@ class _RowReader:
 def run_query(store: Store, text: str, params: Mapping[str, Any] | None = None,
               now: datetime | None = None, batch_rows: int = BATCH_ROWS, *,
               language: str | None = None, limits: QueryLimits | None = None,
-              arrow: bool = True) -> Iterator[ResultStream]:
-    """Compile and run ``text`` (``language`` as in :func:`compile_query`) on ``store``; the
-    result streams while the context is open. ``limits`` and ``arrow``: see :func:`execute`.
+              arrow: bool = True, cache: CheckedCache | None = None) -> Iterator[ResultStream]:
+    """Compile and run ``text`` (``language`` and ``cache`` as in :func:`compile_query`) on
+    ``store``; the result streams while the context is open. ``limits`` and ``arrow``: see
+    :func:`execute`.
 
     Example (library use)::
 
@@ -208,7 +256,8 @@ def run_query(store: Store, text: str, params: Mapping[str, Any] | None = None,
                 print(row)
     """
     with open_reader(store) as con:
-        query = compile_query(text, catalog_from_connection(con), params, now, language)
+        query = compile_query(text, catalog_from_connection(con), params, now, language,
+                              cache=cache)
         result = execute(con, query, batch_rows, limits, arrow=arrow)
         try:
             yield result
@@ -299,7 +348,7 @@ def require_selection(count: int, text: str, what: str, allow_empty: bool) -> No
             "(`allow_empty` accepts an empty selection)", what=what)
 
 
-_Tree = TypeVar("_Tree", bound=exp.Expr)
+_Tree = TypeVar("_Tree", bound="exp.Expr")
 
 
 def lean_runs(tree: _Tree) -> _Tree:
@@ -307,6 +356,8 @@ def lean_runs(tree: _Tree) -> _Tree:
     ``runs`` view, under the same name, when no part of it reads a column the view's joins add
     or selects ``*``: those joins cost more than the rest of a filter over many runs. Changes
     ``tree`` in place and returns it."""
+    from sqlglot import exp
+
     if any(c.name in _JOINED_RUN_COLUMNS for c in tree.find_all(exp.Column)):
         return tree
     if any(isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star))
@@ -321,6 +372,8 @@ def lean_runs(tree: _Tree) -> _Tree:
 def run_key_tree(query: CompiledQuery, ordered: bool = True) -> exp.Query:
     """The ``run_key`` column of ``query``'s rows (distinct; ``ordered``: in the query's own
     order, else by run key)."""
+    from sqlglot import exp
+
     tree = query.tree
     from_ = tree.args.get("from_") if isinstance(tree, exp.Select) else None  # none: SELECT 1
     from_table = from_.this if from_ is not None else None

@@ -131,6 +131,7 @@ class _Operand:
 class _Parser:
     def __init__(self, text: str, catalog: Catalog, params: Mapping[str, Any], now: datetime):
         self.text, self.catalog, self.params, self.now = text, catalog, params, now
+        self.read_now = False  # whether a relative time made the SQL depend on ``now``
         self.tokens = tokenize(text)
         self.i = 0
         self.used_aliases: set[str] = set()
@@ -362,6 +363,7 @@ class _Parser:
         elif token.kind == "number":
             expr, kind = exp.Literal.number(token.value), "number"
         elif token.kind == "duration":
+            self.read_now = True
             try:
                 expr, kind = _timestamp(_shifted(self.now, token.value)), "time"
             except ValueError as exc:
@@ -486,8 +488,17 @@ def compile_dsl_tree(text: str, catalog: Catalog | None = None,
 
     ``now`` (naive UTC) anchors relative times such as ``-7d``; ``params`` fills ``$name``.
     """
+    return compile_dsl_clocked(text, catalog, params, now)[0]
+
+
+def compile_dsl_clocked(text: str, catalog: Catalog | None = None,
+                        params: Mapping[str, Any] | None = None,
+                        now: datetime | None = None) -> tuple[exp.Select, bool]:
+    """:func:`compile_dsl_tree`, and whether the tree depends on ``now`` (a relative time):
+    one that does not is the same tree at any time."""
     now = now or datetime.now(UTC).replace(tzinfo=None)
-    return _Parser(text, catalog or default_catalog(), params or {}, now).query()
+    parser = _Parser(text, catalog or default_catalog(), params or {}, now)
+    return parser.query(), parser.read_now
 
 
 def python_literal(value: Any) -> tuple[exp.Expr, str]:

@@ -5,8 +5,8 @@ first failure becomes one :class:`QueryRefused` line. Functions are checked agai
 of DuckDB's catalogue (:mod:`recstore.query.functions`): a function not reviewed is refused.
 
 This is the first of two walls: queries also run on a read-only DuckDB connection with external
-access disabled and its configuration locked (:func:`lock_down`), so a construct this parser
-misreads still cannot write, read files or reach the network.
+access disabled and its configuration locked (:func:`~recstore.query.sqltext.lock_down`), so a
+construct this parser misreads still cannot write, read files or reach the network.
 """
 
 from __future__ import annotations
@@ -16,15 +16,19 @@ import logging
 import re
 from collections.abc import Iterator
 
-import duckdb
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import OptimizeError, ParseError, SqlglotError, TokenError
 from sqlglot.optimizer.qualify import qualify
 
-from recstore.errors import InputError, QueryRefused
+from recstore.errors import QueryRefused
 from recstore.query.functions import check_calls
+from recstore.query.sqltext import (  # noqa: F401 - re-exported: their home before issue 27.1
+    lock_down,
+    looks_like_sql,
+    refuse_deep_nesting,
+)
 from recstore.query.views import Catalog
 
 # Statement and clause kinds that write, configure or escape the store, anywhere in the tree.
@@ -46,21 +50,6 @@ _JSON_PATH_PART_NAMES = {
     "JSONPathSelector": "a filter ([?(...)])", "JSONPathFilter": "a filter ([?(...)])",
     "JSONPathScript": "a script ([(...)])", "JSONPathUnion": "a union ([a,b])",
 }
-
-_SQL_FIRST_WORDS = frozenset(
-    """select with from values table pivot unpivot drop insert update delete create alter copy
-    attach detach pragma set reset install load call export import vacuum checkpoint describe
-    show summarize explain use begin commit rollback truncate merge grant revoke analyze
-    prepare execute deallocate""".split()
-)
-
-
-def looks_like_sql(text: str) -> bool:
-    """Whether ``text`` is SQL (its first word, after comments, is a SQL statement keyword) rather
-    than the filter DSL. Statements that write are SQL too, so the guard can refuse them."""
-    stripped = re.sub(r"^(\s|\(|--[^\n]*(\n|$)|/\*.*?\*/)*", "", text, flags=re.DOTALL)
-    match = re.match(r"[A-Za-z_]+", stripped)
-    return match is not None and match.group(0).lower() in _SQL_FIRST_WORDS
 
 
 def parse_single_query(sql: str) -> exp.Query:
@@ -203,18 +192,6 @@ def guard_sql(sql: str, catalog: Catalog) -> exp.Query:
 
 
 @contextlib.contextmanager
-def refuse_deep_nesting() -> Iterator[None]:
-    """Turn a ``RecursionError`` into one clear error. sqlglot's parser, the DSL parser and every
-    tree walk recurse once per level of nesting (about 20 frames per parenthesis when parsing),
-    so a few dozen levels of parentheses or subqueries exhaust Python's recursion limit."""
-    try:
-        yield
-    except RecursionError:
-        raise InputError("query too deeply nested (parentheses, subqueries or conditions); "
-                         "flatten it, for example with CTEs") from None
-
-
-@contextlib.contextmanager
 def refuse_unprintable(dialect: str) -> Iterator[None]:
     """Turn sqlglot's failure to print a parsed construct in ``dialect`` (a ``ValueError``
     such as "Unsupported expression type X") into one clear error: the query cannot run as
@@ -225,15 +202,6 @@ def refuse_unprintable(dialect: str) -> Iterator[None]:
         raise QueryRefused(f"sqlglot cannot write this query as {dialect} SQL: "
                            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
                            ) from None
-
-
-def lock_down(con: duckdb.DuckDBPyConnection) -> None:
-    """Second wall on the DuckDB side: no file or network access, no extension loading, and the
-    configuration locked so the query itself cannot undo it. ``con`` should be read-only."""
-    con.execute("SET enable_external_access = false")
-    con.execute("SET autoinstall_known_extensions = false")
-    con.execute("SET autoload_known_extensions = false")
-    con.execute("SET lock_configuration = true")
 
 
 def _kind(node: exp.Expr) -> str:

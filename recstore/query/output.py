@@ -11,8 +11,6 @@ keeps those widths.
 
 from __future__ import annotations
 
-import base64
-import csv
 import re
 import shutil
 from collections.abc import Callable, Iterator
@@ -21,12 +19,7 @@ from datetime import date, datetime, time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-import orjson
-
 from recstore.errors import InputError
-from recstore.files import write_output
-from recstore.formats.jsontext import loads_json
-from recstore.jsonout import dumps_compact
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -197,6 +190,8 @@ def write_result(result: ResultStream, fmt: str = "table", output: str | Path | 
             raise InputError("parquet output needs a file (`output`)", param="fmt")
         return _write_parquet(result, Path(output))
     if output is not None:
+        from recstore.files import write_output
+
         if fmt == "table":
             return write_output(output, lambda fh: _write_table(result, fh, width, vertical),
                                 newline="")
@@ -230,6 +225,11 @@ def _write_ndjson(result: ResultStream, out: IO[str], _tty: bool) -> int:
 
 
 def _json_rows(result: ResultStream) -> Iterator[str]:
+    import orjson
+
+    from recstore.formats.jsontext import loads_json
+    from recstore.jsonout import dumps_compact
+
     json_columns = {i for i, t in enumerate(result.types) if t.upper() == "JSON"}
     for row in result.rows():
         try:  # JSON columns hold JSON text already: embedded as is, not re-quoted
@@ -246,6 +246,8 @@ def _row_object(columns: list[str], row: tuple[Any, ...], json_columns: set[int]
 
 
 def _write_csv(result: ResultStream, out: IO[str], _tty: bool) -> int:
+    import csv
+
     writer = csv.writer(out, lineterminator="\r\n")  # RFC 4180; also quotes lone \r
     writer.writerow(result.columns)
     count = 0
@@ -289,13 +291,19 @@ def _cell(value: Any) -> str:
     if isinstance(value, datetime | date | time):
         return value.isoformat(sep=" ") if isinstance(value, datetime) else value.isoformat()
     if isinstance(value, bytes):
+        import base64
+
         return base64.b64encode(value).decode("ascii")
     if isinstance(value, list | dict):
+        from recstore.jsonout import dumps_compact
+
         return dumps_compact(value)
     return str(value)
 
 
 def _write_parquet(result: ResultStream, path: Path) -> int:
+    from recstore.files import write_output
+
     return write_output(path, lambda sink: _write_parquet_to(result, sink), mode="wb")
 
 

@@ -13,7 +13,6 @@ as ``$NAME``; values are converted to their type and bound as literals, never sp
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -143,6 +142,8 @@ def load_saved(name: str, directory: Path | None = None) -> SavedQuery:
     for query in queries:
         if query.name == name:
             return query
+    import difflib  # only to suggest a name
+
     close = difflib.get_close_matches(name, [q.name for q in queries], n=1)
     hint = f" (did you mean @{close[0]}?)" if close else "; `recstore queries` lists them"
     raise NotFoundError(f"no saved query @{name}{hint}")

@@ -235,5 +235,26 @@ def _vertical(out: IO[str], columns: Sequence[str], sample: list[list[str]],
 def write_fields(fields: Sequence[tuple[str, str]], out: IO[str], *, width: int | None) -> None:
     """``name  value`` lines, values wrapped to ``width`` (unwrapped off a terminal) and
     control characters escaped; newlines inside a value are kept."""
-    _console(out, width).print(_fields_table([n for n, _ in fields],
-                                             [printable(v, keep="\n") for _, v in fields]))
+    names, values = [n for n, _ in fields], [printable(v, keep="\n") for _, v in fields]
+    lines = _unwrapped_fields(names, values, width)
+    if lines is None:  # a line to wrap: rich's table wraps it
+        _console(out, width).print(_fields_table(names, values))
+    else:
+        out.write(lines)
+
+
+def _unwrapped_fields(names: Sequence[str], values: Sequence[str], width: int | None
+                      ) -> str | None:
+    """What rich prints for :func:`_fields_table` when no line needs wrapping (None when one
+    does): the name column, three spaces, the value, trailing spaces dropped. Spares `show`
+    rich's console (issue 27.1); tests/test_table_fit.py checks it against rich."""
+    from rich.cells import cell_len
+
+    indent = max((len(n) for n in names), default=1) + 3
+    lines = []
+    for name, value in zip(names, values, strict=True):
+        for i, line in enumerate(value.split("\n")):
+            if width is not None and indent + cell_len(line) >= width:
+                return None
+            lines.append(((name.ljust(indent) if i == 0 else " " * indent) + line).rstrip())
+    return "".join(f"{line}\n" for line in lines)

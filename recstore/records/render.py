@@ -15,8 +15,6 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from recstore.jsonout import dumps, escape_surrogates
-
 if TYPE_CHECKING:
     from recstore.records.structure import RecordAnalysis, ToolCallJoin
 
@@ -77,6 +75,8 @@ def clip(text: str, width: int) -> str:
 
 
 def _preview(value: Any) -> str:
+    from recstore.jsonout import dumps, escape_surrogates
+
     text = value if isinstance(value, str) else dumps(value, indent=None)
     text = escape_surrogates(text).replace("\n", "\\n")
     return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
@@ -239,6 +239,8 @@ def visible(value: Any) -> str:
     >>> visible("ok\u00a0\\t ")
     '"ok\\\\u00a0\\\\t "'
     """
+    from recstore.jsonout import dumps, escape_surrogates
+
     text = dumps(value, indent=None)
     return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", escape_surrogates(text))
 

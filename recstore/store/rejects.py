@@ -6,7 +6,6 @@ from datetime import datetime
 
 import duckdb
 
-from recstore.formats.jsontext import loads_json
 from recstore.store.db import row_limit
 
 __all__ = ["reject_summary", "rejects"]
@@ -34,9 +33,18 @@ def rejects(con: duckdb.DuckDBPyConnection, limit: int | None = None,
     rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
     for row in rows:
         kept = row["problems"]
-        row["problems"] = (loads_json(kept) if kept is not None
+        row["problems"] = (_problems(kept) if kept is not None
                            else [{"path": row["path"], "problem": row["reason"]}])
     return rows
+
+
+def _problems(text: str) -> list[dict]:
+    """A reject's stored problems (JSON text): the JSON reader loads for a store that has
+    some, not for every `recstore rejects` (issue 27.1)."""
+    from recstore.formats.jsontext import loads_json
+
+    problems: list[dict] = loads_json(text)
+    return problems
 
 
 def reject_summary(con: duckdb.DuckDBPyConnection, since: datetime | None = None) -> list[dict]:

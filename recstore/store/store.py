@@ -25,13 +25,13 @@ import duckdb
 
 from recstore.errors import InputError, NotFoundError, StoreCorruptError
 from recstore.files import owner_only_umask, protect_store_files
-from recstore.formats.events import events_to_record
-from recstore.formats.reader import DEFAULT_MAX_RECORD_BYTES, RawInput
+from recstore.formats import DEFAULT_MAX_RECORD_BYTES
 from recstore.progress import NO_PROGRESS, Progress
 from recstore.store import db
 from recstore.store.chain import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
+    from recstore.formats.reader import RawInput
     from recstore.store.ingest import IngestSummary
     from recstore.store.tagging import TagSummary
 
@@ -90,6 +90,8 @@ class StoredEvents:
 
     def run(self) -> StoredRun:
         """The run with its record reassembled."""
+        from recstore.formats.events import events_to_record
+
         record = self.record if self.record is not None else events_to_record(self.events or [])
         return StoredRun(self.run_key, self.revision, self.record_hash, self.source_uri, record)
 
@@ -107,6 +109,8 @@ class _RecordsSource:
         self._records = records
 
     def inputs(self) -> Iterator[RawInput]:
+        from recstore.formats.reader import RawInput
+
         for i, record in enumerate(self._records, start=1):
             yield RawInput(self.uri, i, None, record)
 
@@ -335,6 +339,8 @@ class Store:
             rows = con.execute(
                 "SELECT type, payload FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", row
             ).fetchall()
+        from recstore.formats.events import events_to_record
+
         return events_to_record(rows)
 
     def load_runs(self, run_keys: list[str]) -> list[StoredRun]:
