@@ -106,6 +106,7 @@ class ServedStore(Store):
         self.linger = LINGER_SECONDS
         self._held: tuple[ExitStack, duckdb.DuckDBPyConnection] | None = None
         self._linger_until = 0.0
+        self._timed = False  # a timer will close the lingering writer
 
     @contextmanager
     def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -147,17 +148,26 @@ class ServedStore(Store):
                 self._local.writer = None
                 if done and self.linger > 0:
                     self._linger_until = time.monotonic() + self.linger
-                    timer = threading.Timer(self.linger, self._end_linger)
-                    timer.daemon = True
-                    timer.start()
+                    if not self._timed:  # one timer at a time; it waits out later writes
+                        self._timed = True
+                        self._start_timer(self.linger)
                 else:
                     self._release_writer()
+
+    def _start_timer(self, seconds: float) -> None:
+        timer = threading.Timer(seconds, self._end_linger)
+        timer.daemon = True
+        timer.start()
 
     def _end_linger(self) -> None:
         """Close the writer once it has lingered :attr:`linger` seconds unused."""
         with self._gate.exclusive():
-            if self._held is not None and time.monotonic() >= self._linger_until:
-                self._release_writer()
+            left = self._linger_until - time.monotonic()
+            if self._held is not None and left > 0:  # written again since: wait for that
+                self._start_timer(left)
+                return
+            self._timed = False
+            self._release_writer()
 
     def _release_writer(self) -> None:
         """Close the lingering writer (under the gate, or a shared gate: no write runs)."""
