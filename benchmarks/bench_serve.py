@@ -107,7 +107,8 @@ def bench_ingest(folder: Path, records: int, chunk: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, nargs="+", default=[5000, 20000])
+    parser.add_argument("--runs", type=int, nargs="*", default=[5000, 20000],
+                        help="store sizes to time the pages at (none: ingest only)")
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--ingest", type=int, nargs="+", default=[2000, 20000])
     parser.add_argument("--chunk", type=int, default=1000)
