@@ -1,11 +1,12 @@
 """How fast `recstore serve` answers, and how fast it ingests over HTTP.
 
 Builds a store of N synthetic runs (``recstore.synth``), starts a real server on port 0, and
-times (p50/p95 over --repeat requests) the runs page, a run page, a facet change and a DSL
+times (p50/p95 over --repeat requests) the runs page, run pages of runs without and with lineage
+(thread continuations, as child and as parent), a facet change and a DSL
 filter; then POSTs M records as NDJSON chunks to /v1/runrecords and compares the records/s with
 `recstore ingest` of the same NDJSON file into a fresh store (the baseline, same run).
 
-    python benchmarks/bench_serve.py --runs 20000 50000 --repeat 20
+    python benchmarks/bench_serve.py --runs 20000 50000 --repeat 20 --ingest 2000 20000
     python benchmarks/bench_serve.py --runs 200000 --keep bench-stores --no-ingest
 """
 
@@ -35,14 +36,25 @@ def write_ndjson(path: Path, n: int, seed: int) -> Path:
     return path
 
 
-def timed(client: httpx.Client, url: str, repeat: int) -> tuple[float, float]:
+def timed(client: httpx.Client, urls: list[str], repeat: int) -> tuple[float, float]:
+    """p50 and p95 (ms) of ``repeat`` GETs, cycling over ``urls``."""
     times = []
-    for _ in range(repeat):
+    for i in range(repeat):
         start = time.perf_counter()
-        client.get(url).raise_for_status()
+        client.get(urls[i % len(urls)]).raise_for_status()
         times.append((time.perf_counter() - start) * 1000)
     times.sort()
     return statistics.median(times), times[max(0, int(len(times) * 0.95) - 1)]
+
+
+def _lineage_runs(client: httpx.Client, url: str, n: int) -> list[str]:
+    """Up to ``n`` runs with lineage, as child and as parent (thread continuations in the
+    synthetic corpus), alternating."""
+    rows = client.get(url + "api/query", params={
+        "q": f"SELECT child_run_key, parent_run_key FROM lineage "
+             f"WHERE parent_run_key IS NOT NULL ORDER BY hash(child_run_key) LIMIT {n}"}
+    ).json()["rows"]
+    return [row[i % 2] for i, row in enumerate(rows)]
 
 
 def bench_pages(folder: Path, runs: int, repeat: int) -> None:
@@ -53,18 +65,25 @@ def bench_pages(folder: Path, runs: int, repeat: int) -> None:
                        check=True)
         source.unlink()
     with served(db) as (url, _proc, _), httpx.Client(timeout=120) as client:
-        key = client.get(url + "api/runs", params={"limit": 1}).json()["rows"][0]["run_key"]
+        linked = _lineage_runs(client, url, 10)
+        plain = [row["run_key"] for row in client.get(
+            url + "api/runs", params={"limit": 50}).json()["rows"]]
+        plain = [key for key in plain if not client.get(url + "api/runs/" + key).json()[
+            "parents"] and not client.get(url + "api/runs/" + key).json()["children"]][:10]
         agent = client.get(url + "api/facets").json()["agent"][0]["value"]
         cases = {
-            "runs page": url,
-            "run page": url + "runs/" + key,
-            "facet change": url + "?" + httpx.QueryParams({"facet": "agent", "value": agent}).__str__(),
-            "DSL filter": url + "?" + httpx.QueryParams(
-                {"filter": "status = 'failed' and tool_calls.any(name = 'get_time')"}).__str__(),
+            "runs page": [url],
+            "run page": [url + "runs/" + key for key in plain],
+            "run (lineage)": [url + "runs/" + key for key in linked],
+            "facet change": [url + "?" + str(httpx.QueryParams(
+                {"facet": "agent", "value": agent}))],
+            "DSL filter": [url + "?" + str(httpx.QueryParams(
+                {"filter": "status = 'failed' and tool_calls.any(name = 'get_time')"}))],
         }
-        for name, page in cases.items():
-            p50, p95 = timed(client, page, repeat)
-            print(f"{runs:>8} runs  {name:<14} p50 {p50:7.1f} ms  p95 {p95:7.1f} ms")
+        for name, pages in cases.items():
+            p50, p95 = timed(client, pages, repeat)
+            print(f"{runs:>8} runs  {name:<14} p50 {p50:7.1f} ms  p95 {p95:7.1f} ms "
+                  f"({len(pages)} pages)")
 
 
 def bench_ingest(folder: Path, records: int, chunk: int) -> None:
@@ -88,9 +107,10 @@ def bench_ingest(folder: Path, records: int, chunk: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, nargs="+", default=[5000, 20000])
+    parser.add_argument("--runs", type=int, nargs="*", default=[5000, 20000],
+                        help="store sizes to time the pages at (none: ingest only)")
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--ingest", type=int, default=5000)
+    parser.add_argument("--ingest", type=int, nargs="+", default=[2000, 20000])
     parser.add_argument("--chunk", type=int, default=1000)
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="build the page stores in DIR and reuse them on the next run")
@@ -103,7 +123,8 @@ def main() -> None:
         for runs in args.runs:
             bench_pages(args.keep or Path(tmp), runs, args.repeat)
         if not args.no_ingest:
-            bench_ingest(Path(tmp), args.ingest, args.chunk)
+            for records in args.ingest:
+                bench_ingest(Path(tmp), records, args.chunk)
 
 
 if __name__ == "__main__":

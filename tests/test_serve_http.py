@@ -384,3 +384,41 @@ def test_ingest_watch_without_a_server(tmp_path):
         watcher.wait(timeout=60)
     assert watcher.returncode == 130
     assert "Traceback" not in watcher.stderr.read()
+
+
+def test_large_post_prepared_in_workers_survives_a_kill(tmp_path):
+    """A POST over the server's pool threshold is prepared by its worker processes (started
+    before it opened the store) and stored as `recstore ingest` stores the same records; what
+    was answered as stored survives SIGKILL while the writer is still open after the write and
+    the WAL not checkpointed."""
+    import signal
+    import subprocess
+
+    from recstore.serve.hold import POOL_BYTES
+    from recstore.synth import generate_corpus
+    from tests.serve_support import RECSTORE
+
+    source = tmp_path / "big.ndjson"
+    source.write_text("".join(json.dumps(r) + "\n" for r in generate_corpus(300, seed=3)))
+    assert source.stat().st_size > POOL_BYTES
+    db = tmp_path / "served.duckdb"
+    with served(db, "--workers", "2") as (url, proc, _):
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert len(children) == 2
+        answer = post(url, "/v1/runrecords", source.read_bytes(), "application/x-ndjson",
+                      headers={"x-request-id": "big-1"}).json()
+        assert answer["accepted"] == 300
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert Path(f"{db}.wal").exists()  # not checkpointed: the records are in the WAL
+    cli = tmp_path / "cli.duckdb"
+    subprocess.run([*RECSTORE, "--db", str(cli), "ingest", str(source), "--quiet"], check=True)
+
+    def rows(store: Path, sql: str) -> str:
+        return subprocess.run([*RECSTORE, "--db", str(store), "query", sql, "--format", "csv"],
+                              check=True, capture_output=True, text=True).stdout
+
+    hashes = "SELECT run_key, record_hash FROM runs ORDER BY 1"
+    assert rows(db, hashes) == rows(cli, hashes)
+    assert rows(db, "SELECT DISTINCT source_uri LIKE 'post:/v1/runrecords?request=big-1&%' "
+                    "FROM runs").strip().splitlines()[-1] == "true"

@@ -23,9 +23,13 @@ from recstore.cli import cli
                    "RECSTORE_SERVE_TOKEN).")
 @click.option("--max-body", type=click.IntRange(min=1), default=64 * 2**20, show_default=True,
               help="Largest request body in bytes.")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Processes that prepare the records of large POSTs (default: one per core, "
+                   "at most 4; 0: none, the server prepares them itself).")
 @click.pass_context
 def serve_cmd(ctx: click.Context, files: tuple[str, ...], host: str, port: int,
-              watch: tuple[str, ...], token: str | None, max_body: int) -> None:
+              watch: tuple[str, ...], token: str | None, max_body: int,
+              workers: int | None) -> None:
     """Serve the store as a local web app and JSON API, with live ingest (docs/serve.md).
 
     With FILES (one or two RunRecord files), serve a temporary store holding only them.
@@ -41,7 +45,7 @@ def serve_cmd(ctx: click.Context, files: tuple[str, ...], host: str, port: int,
 
         Store(db).ingest(list(files), workers=0)
     options = ServeOptions(db=db, host=host, port=port, token=token, watch=list(watch),
-                           max_body=max_body)
+                           max_body=max_body, workers=workers)
     try:
         serve(options, lambda line: click.echo(line, err=False))
     finally:

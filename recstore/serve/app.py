@@ -46,6 +46,7 @@ class ServeOptions:
     token: str | None = None
     watch: list[str] = field(default_factory=list)
     max_body: int = DEFAULT_MAX_BODY
+    workers: int | None = None  # processes preparing large POSTs (None: one per core, max 4)
 
     def __post_init__(self) -> None:
         if self.host not in LOOPBACK_NAMES and not self.token:
@@ -93,13 +94,21 @@ def _serve_file(db: Path, url: str, token: str | None):
 
 def serve(options: ServeOptions, announce: Callable[[str], None]) -> None:
     """Serve ``options.db`` until Ctrl-C (or SIGTERM); ``announce`` hears the URL line."""
+    if serve_file_path(options.db).exists() and _alive(serve_file_path(options.db)):
+        raise InputError(f"{options.db} is already served (see {serve_file_path(options.db)})")
+    from recstore.process import worker_pool
+    from recstore.store.prepare import WORKER_BYTES, default_workers
+
+    workers = default_workers(WORKER_BYTES) if options.workers is None else options.workers
+    with worker_pool(workers) as pool:  # forked before this process opens DuckDB
+        _serve(options, announce, ServedStore(options.db, pool=pool, workers=workers))
+
+
+def _serve(options: ServeOptions, announce: Callable[[str], None], store: ServedStore) -> None:
     import uvicorn
 
     from recstore.serve.ingest import FolderWatch
 
-    if serve_file_path(options.db).exists() and _alive(serve_file_path(options.db)):
-        raise InputError(f"{options.db} is already served (see {serve_file_path(options.db)})")
-    store = ServedStore(options.db)
     with store.writer():  # take the store now: create it, or say at once that it is busy
         pass
     spool = Path(tempfile.mkdtemp(prefix="recstore-serve-"))
