@@ -25,7 +25,8 @@ __all__ = [
     "sha256_canonical_record",
 ]
 
-# A run of 16+ digits may be an integer orjson would round; such text uses the exact parser.
+# A run of 16+ digits may be an integer orjson would round: such text is parsed exactly (by the
+# stdlib; on input, only when orjson's value shows it rounded one).
 # Map every digit to b"0" (C speed) and look for 16 in a row: a regex is 4x slower on bytes,
 # 20x on str.
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
@@ -54,14 +55,19 @@ def parse_json_bytes(data: bytes) -> tuple[Any, str | None]:
     strict stdlib parser, which also words the error (with line and column) and refuses
     values nested deeper than the store keeps (``MAX_JSON_DEPTH``).
     """
-    if _SIXTEEN_DIGITS not in bytes(data).translate(_DIGITS_TO_ZERO):
-        try:
-            value = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            pass
-        else:
-            if not nested_too_deep(value, data):
-                return value, None
+    long_digits = _SIXTEEN_DIGITS in bytes(data).translate(_DIGITS_TO_ZERO)
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    else:
+        # orjson reads every number exactly but an integer beyond 64 bits, which it makes a
+        # float (of magnitude 2**63 at least); only text with a 16-digit run can hold one. The
+        # stdlib parser held the line decoded (4 bytes a character with one emoji) beside the
+        # value: a 25 MB record with a sha256 in it peaked 3x its size higher.
+        if not (long_digits and _has_huge_float(value)) and not nested_too_deep(value, data):
+            return value, None
+        del value
     try:
         return loads_strict(data), None
     except JSONParseError as exc:
@@ -69,6 +75,23 @@ def parse_json_bytes(data: bytes) -> tuple[Any, str | None]:
 
 
 _INT32 = 2**31
+_INT64 = 2.0**63
+
+
+def _has_huge_float(value: Any) -> bool:
+    """Whether a parsed value holds a float of magnitude 2**63 or more (or NaN, inf): what
+    orjson makes of an integer it cannot hold exactly. Walked without recursion."""
+    stack = [[value]]
+    while stack:
+        node = stack.pop()
+        for child in node.values() if type(node) is dict else node:
+            kind = type(child)
+            if kind is float:
+                if not -_INT64 < child < _INT64:
+                    return True
+            elif kind is dict or kind is list:
+                stack.append(child)
+    return False
 
 
 def int32(value: Any) -> int | None:
