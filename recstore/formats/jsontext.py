@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import uuid
 from typing import Any
@@ -31,6 +32,8 @@ __all__ = [
 # 20x on str.
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _SIXTEEN_DIGITS = b"0" * 16
+# The first byte of a character beyond U+FFFF in UTF-8.
+_ASTRAL_LEAD = re.compile(b"[\xf0-\xf4]")
 
 
 # Stands in for one field while the rest of a record is canonicalized; random, so no record
@@ -121,10 +124,15 @@ def dumps_json_lean(value: Any) -> str | bytes:
         data = orjson.dumps(value)
     except TypeError:
         return json.dumps(value, ensure_ascii=True, separators=(",", ":"))  # ASCII: str is lean
-    text = data.decode("utf-8")
-    if data.isascii() or sys.getsizeof(text) <= sys.getsizeof(data):
-        return text
-    del text
+    if data.isascii():
+        return data.decode("utf-8")
+    # a character beyond U+FFFF (its UTF-8 starts with F0-F4) makes every character of a str 4
+    # bytes, never fewer than its UTF-8: decoding only to find that held 4x the text
+    if _ASTRAL_LEAD.search(data) is None:
+        text = data.decode("utf-8")
+        if sys.getsizeof(text) <= sys.getsizeof(data):
+            return text
+        del text
     # a copy: orjson's own bytes keep the buffer it grew (up to twice the text, 4 kB at least)
     return bytes(memoryview(data))
 
