@@ -59,18 +59,21 @@ def parse_json_bytes(data: bytes) -> tuple[Any, str | None]:
     values nested deeper than the store keeps (``MAX_JSON_DEPTH``).
     """
     long_digits = _SIXTEEN_DIGITS in bytes(data).translate(_DIGITS_TO_ZERO)
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        pass
-    else:
-        # orjson reads every number exactly but an integer beyond 64 bits, which it makes a
-        # float (of magnitude 2**63 at least); only text with a 16-digit run can hold one. The
-        # stdlib parser held the line decoded (4 bytes a character with one emoji) beside the
-        # value: a 25 MB record with a sha256 in it peaked 3x its size higher.
-        if not (long_digits and _has_huge_float(value)) and not nested_too_deep(value, data):
-            return value, None
-        del value
+    # orjson reads every number exactly but an integer beyond 64 bits, which it makes a float
+    # (of magnitude 2**63 at least); only text with a 16-digit run can hold one. For such text
+    # the stdlib parser is the lighter one when it is ASCII (its str is the text once; orjson
+    # holds a document of its own while it builds the value: 11.5 MB of numbers peaked 19 MiB
+    # higher), orjson when it is not (the str of a text with an emoji is 4 bytes a character:
+    # a 25 MB record with a sha256 in it peaked 74 MiB higher through the stdlib).
+    if not (long_digits and data.isascii()):
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if not (long_digits and _has_huge_float(value)) and not nested_too_deep(value, data):
+                return value, None
+            del value
     try:
         return loads_strict(data), None
     except JSONParseError as exc:
