@@ -43,6 +43,7 @@ __all__ = [
     "prepare",
     "record_hash",
     "run_key_for",
+    "trim_heap",
     "utf8_safe",
 ]
 
@@ -277,14 +278,14 @@ class Preparer:
 
 def _prepare_here(raw: RawInput, fmt: str) -> Prepared | Refused:
     """:func:`prepare` in this process; after a big input, the memory its parsed value took is
-    given back to the system (see :func:`_trim`)."""
+    given back to the system (see :func:`trim_heap`)."""
     prepared = prepare(raw, fmt)
     if raw.data is not None and len(raw.data) > LOCAL_BYTES:
-        _trim()
+        trim_heap()
     return prepared
 
 
-def _trim() -> None:
+def trim_heap() -> None:
     """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere
     nothing). Freeing a big parsed record leaves its pages to this process's heap, where the
     writer's Arrow and DuckDB allocators (their own heaps) cannot reuse them: they stayed
