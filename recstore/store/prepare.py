@@ -28,7 +28,7 @@ from recstore.canonical import (
 )
 from recstore.errors import InputError
 from recstore.formats.aioc import validate_run_record
-from recstore.formats.events import record_to_events
+from recstore.formats.events import event_count, record_to_events
 from recstore.formats.jsontext import dumps_json
 from recstore.formats.reader import PENDING, RawInput, parse_input
 from recstore.formats.replay_line import replay_line
@@ -169,15 +169,12 @@ def _prepare(raw: RawInput, fmt: str, keep_record: bool) -> Prepared | Refused:
     canons = map(items.add, map(canonical_bytes, record["items"]))
     digest = record_hash(record, canons)
     deque(canons, maxlen=0)  # record_hash printed the record whole: the keys still need them
-    # a big record's events and rows keep none of its small values (see _own)
-    own = _own if not keep_record and raw.data is not None and len(raw.data) > LOCAL_BYTES \
-        else None
-    events = [
-        (etype, idx, turn, payload) if own is None else (etype, idx, own(turn), payload)
-        for etype, idx, turn, payload in record_to_events(record)
-    ]
-    digests = [line_digest(key, pos, 1, *event) for pos, event in enumerate(events)]
-    ctx = RunContext(key, utf8_safe(run_id), fmt, 1, "{}", 0, raw.line, 0, 0, len(events) - 1)
+    # A big record parsed here is projected first, and then its elements are dropped as their
+    # events are made: its rows and events keep none of its small values (see _own).
+    own = _own if not (keep_record or given) and raw.data is not None \
+        and len(raw.data) > LOCAL_BYTES else None
+    ctx = RunContext(key, utf8_safe(run_id), fmt, 1, "{}", 0, raw.line, 0, 0,
+                     event_count(record) - 1)
     lineage = None
     if line is not None:
         lineage = [{"relation": "replay_of", "parent_run_id": line.source_run_id,
@@ -187,6 +184,11 @@ def _prepare(raw: RawInput, fmt: str, keep_record: bool) -> Prepared | Refused:
         for rows in projection.values():
             for i, row in enumerate(rows):  # in place: each old row goes as its copy is made
                 rows[i] = tuple(map(own, row))
+    events = [
+        (etype, idx, turn, payload) if own is None else (etype, idx, own(turn), payload)
+        for etype, idx, turn, payload in record_to_events(record, consume=own is not None)
+    ]
+    digests = [line_digest(key, pos, 1, *event) for pos, event in enumerate(events)]
     return Prepared(
         key, ctx.run_id, fmt, raw.line, digest, events, digests, projection,
         record if keep_record else None, lineage,
