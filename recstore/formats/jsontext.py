@@ -87,7 +87,7 @@ _INT64 = 2.0**63
 def _has_huge_float(value: Any) -> bool:
     """Whether a parsed value holds a float of magnitude 2**63 or more (or NaN, inf): what
     orjson makes of an integer it cannot hold exactly. Walked without recursion."""
-    stack = [[value]]
+    stack: list[Any] = [[value]]
     while stack:
         node = stack.pop()
         for child in node.values() if type(node) is dict else node:

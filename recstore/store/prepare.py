@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from recstore.canonical import (
     TOO_DEEP,
@@ -195,7 +196,7 @@ def _prepare(raw: RawInput, fmt: str, keep_record: bool) -> Prepared | Refused:
     )
 
 
-def _own(value: object) -> object:
+def _own(value: Any) -> Any:
     """``value``, or an equal copy of it when it is a small ``str`` or ``int``.
 
     Python keeps small objects in 1 MiB arenas and returns an arena to the system only once

@@ -111,15 +111,16 @@ def _exact_text(values: Sequence) -> pa.Array | None:
         return None
     # written a value at a time: a list of every value's UTF-8 before joining them held the
     # column once more (a 25 MB record of many items: 27 MiB)
-    data = io.BytesIO()
+    buffer = io.BytesIO()
     offsets = array.array("i", [0])
     end = 0
     for value in values:
-        end += data.write(value if type(value) is bytes else value.encode("utf-8"))
+        end += buffer.write(value if type(value) is bytes else value.encode("utf-8"))
         if end >= 2**31:  # past what a string column's 32-bit offsets address
             return None
         offsets.append(end)
-    data = data.getvalue()  # the buffer itself, cut to size (no copy)
+    data = buffer.getvalue()  # the buffer itself, cut to size (no copy)
+    del buffer
     column = pa.StringArray.from_buffers(len(values), pa.py_buffer(offsets), pa.py_buffer(data))
     column.validate(full=True)  # bytes given as text must be UTF-8, as pa.array checks
     return column
