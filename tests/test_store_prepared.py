@@ -204,3 +204,18 @@ def test_read_runs_names_a_missing_run_before_reading_any(tmp_path):
     store.ingest_records(CORPUS[:2])
     with store.reader() as con, pytest.raises(NotFoundError, match="aioc:nope"):
         next(read_runs(con, [f"aioc:{CORPUS[0]['runId']}", "aioc:nope"]))
+
+
+def test_a_big_input_is_prepared_as_a_small_one(monkeypatch):
+    """Above LOCAL_BYTES a record's events and rows are copied out of its parsed value (so the
+    value's memory goes back to the system): the same events, digests, rows and hash."""
+    lines = [json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in CORPUS]
+    raws = [RawInput("records", i, None, PENDING, data=line) for i, line in enumerate(lines, 1)]
+    small = [prepare(raw) for raw in raws]
+    monkeypatch.setattr(prepare_module, "LOCAL_BYTES", 0)
+    big = [prepare(raw) for raw in raws]
+    assert all(isinstance(p, Prepared) for p in small)
+    for s, b in zip(small, big, strict=True):
+        assert (b.key, b.record_hash, b.events, b.digests) == (s.key, s.record_hash, s.events,
+                                                               s.digests)
+        assert repr(b.projection) == repr(s.projection)

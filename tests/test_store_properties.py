@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from recstore.canonical import canonical_json, sha256_canonical
 from recstore.formats.events import events_to_record, record_to_events
-from recstore.formats.jsontext import dumps_json, dumps_json_lean, loads_json
+from recstore.formats.jsontext import dumps_json, dumps_json_lean, loads_json, parse_json_bytes
 from recstore.records import analyze
 from recstore.store import Store
 from recstore.synth import generate_corpus
@@ -79,6 +79,25 @@ def test_events_round_trip_any_object(fields, item):
 @settings(max_examples=300, deadline=None)
 def test_stored_json_text_round_trips_exactly(value):
     assert json.dumps(loads_json(dumps_json(value))) == json.dumps(value)
+
+
+@given(json_values)
+@settings(max_examples=300, deadline=None)
+def test_input_is_parsed_exactly(value):
+    """orjson's value is kept for text with long digit runs unless it rounded an integer."""
+    text = json.dumps(value)
+    parsed, error = parse_json_bytes(text.encode())
+    assert error is None
+    assert repr(parsed) == repr(json.loads(text))
+
+
+@pytest.mark.parametrize("text", [
+    "[18446744073709551616]", "[-9223372036854775809]", "[18446744073709551615]",
+    '{"a":"1234567890123456789","b":[0.14285714285714285,123456789012345678901234567890]}',
+    "[1.2345678901234568e+29]", "[1234567890123456.5, 9007199254740993]",
+])
+def test_numbers_orjson_would_round_are_read_exactly(text):
+    assert repr(parse_json_bytes(text.encode())[0]) == repr(json.loads(text))
 
 
 @given(json_values)

@@ -22,7 +22,9 @@ from typing import Any, NamedTuple
 
 from recstore.formats.jsontext import dumps_json_lean, int32, loads_json
 
-__all__ = ["ARRAY_EVENT_TYPES", "FAMILY_OF", "Event", "events_to_record", "record_to_events"]
+__all__ = [
+    "ARRAY_EVENT_TYPES", "FAMILY_OF", "Event", "event_count", "events_to_record", "record_to_events",
+]
 
 # record array key -> event type of its elements, in the order aioc writes the arrays
 ARRAY_EVENT_TYPES: dict[str, str] = {
@@ -69,8 +71,18 @@ class Event(NamedTuple):
     payload_text: str | bytes
 
 
-def record_to_events(record: dict[str, Any]) -> list[Event]:
-    """The events of one record, in stream order (run_started first, run_finished last)."""
+def event_count(record: dict[str, Any]) -> int:
+    """How many events :func:`record_to_events` makes of ``record``."""
+    return 2 + sum(
+        len(value) for key, value in record.items()
+        if key in ARRAY_EVENT_TYPES and isinstance(value, list)
+    )
+
+
+def record_to_events(record: dict[str, Any], consume: bool = False) -> list[Event]:
+    """The events of one record, in stream order (run_started first, run_finished last);
+    ``consume``: each array element is replaced by None in ``record`` once its event is made
+    (a big record's parsed elements go as their payloads come)."""
     start: dict[str, Any] = {}
     finish: dict[str, Any] = {}
     array_events: list[Event] = []
@@ -80,6 +92,8 @@ def record_to_events(record: dict[str, Any]) -> list[Event]:
             for i, element in enumerate(value):
                 turn = int32(element.get("turn")) if type(element) is dict else None
                 array_events.append(Event(etype, i, turn, dumps_json_lean(element)))
+                if consume:
+                    value[i] = element = None
         elif key in _FINISH_FIELDS:
             finish[key] = value
         else:

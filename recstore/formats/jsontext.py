@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import uuid
 from typing import Any
@@ -25,11 +26,14 @@ __all__ = [
     "sha256_canonical_record",
 ]
 
-# A run of 16+ digits may be an integer orjson would round; such text uses the exact parser.
+# A run of 16+ digits may be an integer orjson would round: such text is parsed exactly (by the
+# stdlib; on input, only when orjson's value shows it rounded one).
 # Map every digit to b"0" (C speed) and look for 16 in a row: a regex is 4x slower on bytes,
 # 20x on str.
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _SIXTEEN_DIGITS = b"0" * 16
+# The first byte of a character beyond U+FFFF in UTF-8.
+_ASTRAL_LEAD = re.compile(b"[\xf0-\xf4]")
 
 
 # Stands in for one field while the rest of a record is canonicalized; random, so no record
@@ -54,14 +58,22 @@ def parse_json_bytes(data: bytes) -> tuple[Any, str | None]:
     strict stdlib parser, which also words the error (with line and column) and refuses
     values nested deeper than the store keeps (``MAX_JSON_DEPTH``).
     """
-    if _SIXTEEN_DIGITS not in bytes(data).translate(_DIGITS_TO_ZERO):
+    long_digits = _SIXTEEN_DIGITS in bytes(data).translate(_DIGITS_TO_ZERO)
+    # orjson reads every number exactly but an integer beyond 64 bits, which it makes a float
+    # (of magnitude 2**63 at least); only text with a 16-digit run can hold one. For such text
+    # the stdlib parser is the lighter one when it is ASCII (its str is the text once; orjson
+    # holds a document of its own while it builds the value: 11.5 MB of numbers peaked 19 MiB
+    # higher), orjson when it is not (the str of a text with an emoji is 4 bytes a character:
+    # a 25 MB record with a sha256 in it peaked 74 MiB higher through the stdlib).
+    if not (long_digits and data.isascii()):
         try:
             value = orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
         else:
-            if not nested_too_deep(value, data):
+            if not (long_digits and _has_huge_float(value)) and not nested_too_deep(value, data):
                 return value, None
+            del value
     try:
         return loads_strict(data), None
     except JSONParseError as exc:
@@ -69,6 +81,23 @@ def parse_json_bytes(data: bytes) -> tuple[Any, str | None]:
 
 
 _INT32 = 2**31
+_INT64 = 2.0**63
+
+
+def _has_huge_float(value: Any) -> bool:
+    """Whether a parsed value holds a float of magnitude 2**63 or more (or NaN, inf): what
+    orjson makes of an integer it cannot hold exactly. Walked without recursion."""
+    stack: list[Any] = [[value]]
+    while stack:
+        node = stack.pop()
+        for child in node.values() if type(node) is dict else node:
+            kind = type(child)
+            if kind is float:
+                if not -_INT64 < child < _INT64:
+                    return True
+            elif kind is dict or kind is list:
+                stack.append(child)
+    return False
 
 
 def int32(value: Any) -> int | None:
@@ -98,10 +127,15 @@ def dumps_json_lean(value: Any) -> str | bytes:
         data = orjson.dumps(value)
     except TypeError:
         return json.dumps(value, ensure_ascii=True, separators=(",", ":"))  # ASCII: str is lean
-    text = data.decode("utf-8")
-    if data.isascii() or sys.getsizeof(text) <= sys.getsizeof(data):
-        return text
-    del text
+    if data.isascii():
+        return data.decode("utf-8")
+    # a character beyond U+FFFF (its UTF-8 starts with F0-F4) makes every character of a str 4
+    # bytes, never fewer than its UTF-8: decoding only to find that held 4x the text
+    if _ASTRAL_LEAD.search(data) is None:
+        text = data.decode("utf-8")
+        if sys.getsizeof(text) <= sys.getsizeof(data):
+            return text
+        del text
     # a copy: orjson's own bytes keep the buffer it grew (up to twice the text, 4 kB at least)
     return bytes(memoryview(data))
 

@@ -564,7 +564,9 @@ class BatchWriter:
             batch.first_seq = self._next_seq
         families = [FAMILY_OF.get(event[0], 0) for event in events]
         batch.events.add(self._next_seq, key, pos, revision, events, families, source_id)
-        batch.payload_bytes += sum(len(event[3]) for event in events)
+        payload_bytes = sum(len(event[3]) for event in events)
+        batch.payload_bytes += payload_bytes
+        batch.biggest = max(batch.biggest, payload_bytes)
         if digests is None:
             digests = [
                 line_digest(key, pos + i, revision, *event) for i, event in enumerate(events)
