@@ -116,9 +116,9 @@ class _ChunkSizes:
         self.pool = pool
         self.chunks: list[list[int]] = []
 
-    def submit(self, fn, chunk: list[RawInput], fmt: str):  # noqa: ANN201 - a Future
+    def submit(self, fn, chunk: list[RawInput], *args):  # noqa: ANN201 - a Future
         self.chunks.append([len(raw.data) for raw in chunk])
-        return self.pool.submit(fn, chunk, fmt)
+        return self.pool.submit(fn, chunk, *args)
 
 
 def test_a_chunk_sent_to_a_worker_is_bounded_in_bytes(monkeypatch):
