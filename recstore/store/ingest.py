@@ -203,6 +203,10 @@ class BatchWriter:
         # before this writer began is all it needs (what the writer appended, it remembers).
         self._reader = con.cursor()
         self._own_runs: OwnRuns | None = None  # places aioc replay lines (made when one comes)
+        # nothing was stored when this writer began: every stream it sees is one it appended
+        # (which it remembers), so run keys need no look-up (a query per chunk that reads
+        # what is stored)
+        self._none_stored = self._max("SELECT count(*) FROM (SELECT 1 FROM streams LIMIT 1)") == 0
         self._next_seq = self._max("SELECT max(seq) FROM events") + 1
         self._next_batch = self._max("SELECT max(batch_id) FROM batches") + 1
         self._next_source = (
@@ -385,6 +389,9 @@ class BatchWriter:
         """Learn the current revision and tags of every stored stream among ``keys``."""
         unknown = list(dict.fromkeys(k for k in keys if k not in self._streams))
         if not unknown:
+            return
+        if self._none_stored:
+            self._streams.update(dict.fromkeys(unknown))
             return
         wanted = pa.table({"stream_key": pa.array(unknown, pa.string())})  # noqa: F841
         # Every revision, the latest kept below: a window over the join costs twice the query.
