@@ -116,9 +116,9 @@ class _ChunkSizes:
         self.pool = pool
         self.chunks: list[list[int]] = []
 
-    def submit(self, fn, chunk: list[RawInput], fmt: str):  # noqa: ANN201 - a Future
+    def submit(self, fn, chunk: list[RawInput], *args):  # noqa: ANN201 - a Future
         self.chunks.append([len(raw.data) for raw in chunk])
-        return self.pool.submit(fn, chunk, fmt)
+        return self.pool.submit(fn, chunk, *args)
 
 
 def test_a_chunk_sent_to_a_worker_is_bounded_in_bytes(monkeypatch):
@@ -219,3 +219,32 @@ def test_a_big_input_is_prepared_as_a_small_one(monkeypatch):
         assert (b.key, b.record_hash, b.events, b.digests) == (s.key, s.record_hash, s.events,
                                                                s.digests)
         assert repr(b.projection) == repr(s.projection)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_chunk_records_placed_in_sql_keep_revisions_duplicates_and_tags_in_one_batch(
+        tmp_path, workers):
+    # a run stored, revised, found identical and revised again within one batch (the chunk
+    # placement drops the earlier revisions' rows), tagged, beside runs of other batches
+    path = tmp_path / "runs.ndjson"
+    first, second = CORPUS[0], {**CORPUS[0], "response": "second"}
+    third = {**CORPUS[0], "response": "third"}
+    lines = [first, CORPUS[1], second, second, CORPUS[2], third, first, *CORPUS[3:]]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    store = Store(tmp_path / "placed.duckdb")
+    summary = store.ingest([str(path)], tags={"k": "v"}, workers=workers, batch_size=4)
+    assert (summary.accepted, summary.revised, summary.duplicate) == (len(CORPUS), 3, 1)
+    assert summary.batches > 1
+    assert store.get_record(first["runId"]) == first
+    assert store.get_record(first["runId"], revision=3) == third
+    with store.reader() as con:
+        runs = con.execute("SELECT revision, tags::VARCHAR, response FROM runs WHERE run_key = ?",
+                           [f"aioc:{first['runId']}"]).fetchall()
+        items = con.execute("SELECT count(*) FROM items i JOIN runs r USING (run_key) "
+                            "WHERE r.run_key = ?", [f"aioc:{first['runId']}"]).fetchone()[0]
+    assert runs == [(4, '{"k":"v"}', first["response"])]
+    assert items == len(first["items"])
+    assert store.verify().ok
+    again = store.ingest([str(path)], tags={"k": "w"}, workers=workers, batch_size=4)
+    assert (again.accepted, again.revised, again.tagged) == (0, 3, len(CORPUS))
+    assert store.verify().ok

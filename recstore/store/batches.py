@@ -17,14 +17,17 @@ import duckdb
 import pyarrow as pa
 
 from recstore.store.chain import EMPTY_DIGEST, Digest, batch_hash
+from recstore.store.chunks import JoinedInsert, Placement, Schema, placed_inserts
 from recstore.store.db import transaction
 from recstore.store.prepare import LOCAL_BYTES, trim_heap
 from recstore.store.projection import PROJECTION_TABLES, SEQ_COLUMNS, Projection, columns_for
 from recstore.store.tables import (
+    ARROW_TYPES,
     StagedInsert,
+    arrow_column,
     insert_columns,
-    stage_column_lists,
     stage_columns,
+    table_columns,
 )
 
 __all__ = ["Batch", "BatchCommitter", "EventColumns", "delete_projections", "now"]
@@ -95,13 +98,13 @@ class EventColumns:
         sources.extend([source_id] * n)
         self.families.extend(families)
 
-    def grouped(self, batch_id: int) -> list[list]:
-        """The columns (``batch_id`` last) with the events grouped by family, in seq order
-        within each: stored grouped, scans of one kind read fewer row groups."""
-        families = self.families
-        order = sorted(range(len(families)), key=families.__getitem__)  # stable: seq order kept
-        columns = [[column[i] for i in order] for column in self.columns]
-        return [*columns, [batch_id] * len(order)]
+    def table(self, types: dict[str, str]) -> pa.Table:
+        """The rows as Arrow (``types``: the events table's column types), with ``family``."""
+        names = EVENT_COLUMNS[:-1]
+        arrays = [arrow_column(values, ARROW_TYPES[types[name]], False)
+                  for name, values in zip(names, self.columns, strict=True)]
+        return pa.table([*arrays, pa.array(self.families, pa.int8())],
+                        names=[*names, "family"])
 
     def clear(self) -> None:
         """Let go of the rows (their payloads) once they are in Arrow."""
@@ -118,8 +121,10 @@ class Batch:
         self.started_at = now()
         self.events = EventColumns()
         self.streams: list[tuple] = []
-        # run key -> its rows (latest revision) and what to add to their event seqs
-        self.projections: dict[str, tuple[Projection, int]] = {}
+        # run key -> its rows (latest revision) and what to add to their event seqs, or its row
+        # in ``placement`` (a record of a chunk)
+        self.projections: dict[str, tuple[Projection, int] | int] = {}
+        self.placement = Placement()
         self.replaced: set[str] = set()  # runs whose rows from earlier batches are replaced
         self.tag_updates: dict[str, str] = {}  # run key -> tags JSON, for rows already stored
         self.lineage: list[tuple] = []
@@ -148,8 +153,10 @@ class BatchCommitter:
     hash to the one before (``prev_hash``: the store's last batch hash, None for the first)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, prev_hash: bytes | None,
-                 on_committed: Callable[[], None]) -> None:
+                 on_committed: Callable[[], None], schema: Schema) -> None:
         self._con = con
+        self._schema = schema  # the projection tables' column types
+        self._event_types = dict(table_columns(con, "events"))
         self._columns: dict = {}  # insert_columns' column cache for this connection
         self._prev_hash = prev_hash
         self._on_committed = on_committed
@@ -206,7 +213,7 @@ class BatchCommitter:
             self._thread.join()
             self._thread = None
 
-    def _stage(self, batch: Batch) -> list[StagedInsert]:
+    def _stage(self, batch: Batch) -> list[StagedInsert | JoinedInsert]:
         b = batch.batch_id
         tables: list[tuple[str, tuple[str, ...], list[tuple]]] = [
             ("streams", STREAM_COLUMNS, batch.streams),
@@ -219,15 +226,15 @@ class BatchCommitter:
             for table in PROJECTION_TABLES
             for width, (rows, offsets) in _by_width(batch.projections.values(), table).items()
         ]
-        staged = [
+        staged: list[StagedInsert | JoinedInsert] = [
             stage_columns(self._con, table, columns, rows, columns_cache=self._columns)
             for table, columns, rows in tables
             if rows
         ]
+        loose = None
         if batch.events:
-            staged.insert(0, stage_column_lists(
-                self._con, "events", EVENT_COLUMNS, batch.events.grouped(b),
-                columns_cache=self._columns))
+            loose = batch.events.table(self._event_types)
+        staged[:0] = placed_inserts(batch.placement, b, self._schema, loose)
         staged.extend(
             stage_columns(
                 self._con, table, columns, rows, columns_cache=self._columns,
@@ -263,6 +270,7 @@ class BatchCommitter:
             # the rows are in Arrow now; their Python copies (a big record's payloads) go
             batch.events.clear()
             batch.projections.clear()
+            batch.placement.clear()
             with transaction(con):
                 if batch.replaced:
                     delete_projections(con, sorted(batch.replaced))
@@ -294,13 +302,16 @@ def _give_back() -> None:
 
 
 def _by_width(
-    projections: Iterable[tuple[Projection, int]], table: str
+    projections: Iterable[tuple[Projection, int] | int], table: str
 ) -> dict[int, tuple[list[tuple], list[int]]]:
     """The rows of ``table`` in ``projections`` (each run's rows and its seq offset), by row
     width (agentuse rows carry more columns), with each row's offset. A run's rows of one table
     share a width, so they are moved a run at a time."""
     groups: dict[int, tuple[list[tuple], list[int]]] = {}
-    for rows, offset in projections:
+    for staged in projections:
+        if isinstance(staged, int):  # placed from a chunk (``placed_inserts``)
+            continue
+        rows, offset = staged
         run_rows = rows.get(table)
         if not run_rows:
             continue

@@ -84,8 +84,12 @@ class Digest:
         self.count = 0
 
     def add_line_digests(self, digests: list[str]) -> None:
-        self._sha.update("".join(digests).encode("ascii"))
-        self.count += len(digests)
+        self.add_joined("".join(digests), len(digests))
+
+    def add_joined(self, digests: str, count: int) -> None:
+        """Add ``count`` line digests given joined into one string."""
+        self._sha.update(digests.encode("ascii"))
+        self.count += count
 
     def add_stream(
         self,

@@ -37,6 +37,7 @@ from recstore.store.batches import (
     now,
 )
 from recstore.store.chain import DEFAULT_BATCH_SIZE, line_digest
+from recstore.store.chunks import store_schema
 from recstore.store.derived import OwnRuns
 from recstore.store.prepare import Prepared, Preparer, Refused, run_key_for, utf8_safe
 from recstore.store.projection import (
@@ -202,6 +203,10 @@ class BatchWriter:
         # before this writer began is all it needs (what the writer appended, it remembers).
         self._reader = con.cursor()
         self._own_runs: OwnRuns | None = None  # places aioc replay lines (made when one comes)
+        # nothing was stored when this writer began: every stream it sees is one it appended
+        # (which it remembers), so run keys need no look-up (a query per chunk that reads
+        # what is stored)
+        self._none_stored = self._max("SELECT count(*) FROM (SELECT 1 FROM streams LIMIT 1)") == 0
         self._next_seq = self._max("SELECT max(seq) FROM events") + 1
         self._next_batch = self._max("SELECT max(batch_id) FROM batches") + 1
         self._next_source = (
@@ -214,7 +219,10 @@ class BatchWriter:
         )
         self._next_reject = self._max("SELECT max(reject_id) FROM rejects") + 1
         row = con.execute("SELECT hash FROM batches ORDER BY batch_id DESC LIMIT 1").fetchone()
-        self._committer = BatchCommitter(con, row[0] if row else None, self._count_batch)
+        schema = store_schema(con)
+        # records come prepared as chunks of Arrow rows, which the commit places in SQL
+        self._preparer.schema = schema
+        self._committer = BatchCommitter(con, row[0] if row else None, self._count_batch, schema)
         self._batch = Batch(self._next_batch)
 
     def _count_batch(self) -> None:
@@ -382,6 +390,9 @@ class BatchWriter:
         unknown = list(dict.fromkeys(k for k in keys if k not in self._streams))
         if not unknown:
             return
+        if self._none_stored:
+            self._streams.update(dict.fromkeys(unknown))
+            return
         wanted = pa.table({"stream_key": pa.array(unknown, pa.string())})  # noqa: F841
         # Every revision, the latest kept below: a window over the join costs twice the query.
         rows = self._reader.execute(
@@ -426,17 +437,23 @@ class BatchWriter:
             self.count_duplicate()
             self._retag(p.key, state, source_id)
             return "duplicate"
-        ctx = self._append(
-            p.key, p.run_id, p.fmt, p.record_hash, p.events, source_id, p.line, p.digests
-        )
-        row = list(p.projection["proj_runs"][0])
-        for column, value in (
-            ("revision", ctx.revision), ("tags", ctx.tags_json), ("source_id", source_id),
-            ("batch_id", ctx.batch_id), ("first_seq", ctx.first_seq), ("last_seq", ctx.last_seq),
-        ):
-            row[_RUN_COLUMN[column]] = value
-        p.projection["proj_runs"][0] = tuple(row)
-        self._stage_projection(p.key, ctx, p.projection, ctx.first_seq)
+        if p.rows is not None:  # a chunk's record: its rows are placed in SQL at commit
+            ctx = self._append(
+                p.key, p.run_id, p.fmt, p.record_hash, p, source_id, p.line, p.digests)
+            self._stage_projection(p.key, ctx, len(self._batch.placement) - 1)
+        else:
+            ctx = self._append(
+                p.key, p.run_id, p.fmt, p.record_hash, p.events, source_id, p.line, p.digests
+            )
+            row = list(p.projection["proj_runs"][0])
+            for column, value in (
+                ("revision", ctx.revision), ("tags", ctx.tags_json), ("source_id", source_id),
+                ("batch_id", ctx.batch_id), ("first_seq", ctx.first_seq),
+                ("last_seq", ctx.last_seq),
+            ):
+                row[_RUN_COLUMN[column]] = value
+            p.projection["proj_runs"][0] = tuple(row)
+            self._stage_projection(p.key, ctx, (p.projection, ctx.first_seq))
         self._batch.lineage.extend(
             _lineage_row(link, p.key, ctx.revision, source_id) for link in [*links.of(p), *own]
         )
@@ -457,7 +474,7 @@ class BatchWriter:
         the writer's tags change the run's) and stage ``project(ctx)`` as its projection (with
         absolute seqs)."""
         ctx = self._append(key, run_id, fmt, digest, events, source_id, line, None)
-        self._stage_projection(key, ctx, project(ctx), 0)
+        self._stage_projection(key, ctx, (project(ctx), 0))
         return ctx
 
     def _append(
@@ -466,31 +483,37 @@ class BatchWriter:
         run_id: str,
         fmt: str,
         digest: bytes,
-        events: list,
+        events: list | Prepared,
         source_id: int,
         line: int | None,
-        digests: list[str] | None,
+        digests: list[str] | str | None,
     ) -> RunContext:
-        """Append a revision's events and stream row; ``digests`` are the events' line digests
-        as the first revision of a new stream (recomputed when that is not what this is)."""
+        """Append a revision's events (a list, or a chunk's record to place) and stream row;
+        ``digests`` are the events' line digests as the first revision of a new stream
+        (recomputed when that is not what this is)."""
         state = self.current(key)
         revision = 1 if state is None else state.revision + 1
         pos = self._next_pos(key, state)
         if pos != 0 or revision != 1:
             digests = None
         first_seq = self._next_seq
-        pos = self._append_events(key, revision, pos, events, source_id, digests)
-        last_seq = self._next_seq - 1
         tags_json = self._merged_tags(state)
+        if isinstance(events, Prepared):
+            count = events.event_count
+            pos = self._place_events(events, key, revision, pos, source_id, tags_json, digests)
+        else:
+            count = len(events)
+            pos = self._append_events(key, revision, pos, events, source_id, digests)
+        last_seq = self._next_seq - 1
         if tags_json != (state.tags_json if state is not None else _NO_TAGS):
             pos = self._append_events(key, revision, pos, [self._tags_event()], source_id)
         batch = self._batch
         batch.streams.append(
-            (key, revision, run_id, fmt, digest, first_seq, last_seq, len(events), source_id, line,
+            (key, revision, run_id, fmt, digest, first_seq, last_seq, count, source_id, line,
              batch.batch_id, now())
         )
         batch.streams_digest.add_stream(
-            key, revision, run_id, fmt, digest, first_seq, last_seq, len(events), source_id, line
+            key, revision, run_id, fmt, digest, first_seq, last_seq, count, source_id, line
         )
         self._streams[key] = _Stream(digest, revision, tags_json, pos)
         return RunContext(
@@ -498,11 +521,17 @@ class BatchWriter:
             last_seq,
         )
 
-    def _stage_projection(self, key: str, ctx: RunContext, rows: Projection, offset: int) -> None:
+    def _stage_projection(self, key: str, ctx: RunContext,
+                          staged: tuple[Projection, int] | int) -> None:
+        """Make ``staged`` the run's projection in this batch: its rows and what to add to
+        their seqs, or its row in the batch's placement (a chunk's record)."""
         batch = self._batch
         if ctx.revision > 1 and key not in batch.projections:
             batch.replaced.add(key)
-        batch.projections[key] = (rows, offset)
+        earlier = batch.projections.get(key)
+        if isinstance(earlier, int):  # placed earlier in this batch: its rows are not the run's
+            batch.placement.set(earlier, "project", False)
+        batch.projections[key] = staged
         batch.tag_updates.pop(key, None)
         batch.stored += 1
         self.summary.run_keys.append(key)
@@ -540,7 +569,9 @@ class BatchWriter:
         )
         self._streams[key] = state._replace(tags_json=tags_json, next_pos=pos)
         staged = self._batch.projections.get(key)
-        if staged is not None:  # stored earlier in this batch: patch the staged run row
+        if isinstance(staged, int):  # placed earlier in this batch from a chunk
+            self._batch.placement.set(staged, "tags", tags_json)
+        elif staged is not None:  # stored earlier in this batch: patch the staged run row
             row = list(staged[0]["proj_runs"][0])
             row[_RUN_COLUMN["tags"]] = tags_json
             staged[0]["proj_runs"][0] = tuple(row)
@@ -574,6 +605,25 @@ class BatchWriter:
         batch.events_digest.add_line_digests(digests)
         self._next_seq += len(events)
         return pos + len(events)
+
+    def _place_events(self, p: Prepared, key: str, revision: int, pos: int, source_id: int,
+                      tags_json: str, digests: str | None) -> int:
+        """Place the events of chunk record ``p`` of stream ``key`` from stream position
+        ``pos`` (its rows are inserted at commit, joined to the placement); returns the next
+        position."""
+        batch = self._batch
+        if batch.first_seq is None:
+            batch.first_seq = self._next_seq
+        count = p.event_count
+        if digests is None:  # not the first revision of a new stream: its lines differ
+            digests = "".join(line_digest(key, pos + i, revision, *event) for i, event in
+                              enumerate(p.rows.record_events(p.first_event, count)))
+        batch.events_digest.add_joined(digests, count)
+        batch.payload_bytes += p.payload_bytes
+        batch.placement.add(p.rows, p.rec, key, revision, self._next_seq, pos, source_id,
+                            tags_json)
+        self._next_seq += count
+        return pos + count
 
     def count_duplicate(self) -> None:
         """Count a run found identical to its stored revision (nothing is appended)."""

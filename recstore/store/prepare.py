@@ -11,12 +11,14 @@ worker processes when the input is large enough to pay for them, keeping input o
 from __future__ import annotations
 
 import ctypes
+import gc
 import hashlib
 import os
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +37,7 @@ from recstore.formats.reader import PENDING, RawInput, parse_input
 from recstore.formats.replay_line import replay_line
 from recstore.records.structure import input_scope
 from recstore.store.chain import line_digest
+from recstore.store.chunks import ChunkRows, Schema, chunkable, to_chunk
 from recstore.store.projection import ItemsKeys, Projection, RunContext, project_record
 
 __all__ = [
@@ -65,6 +68,10 @@ _ITEMS_MARK = b"\x00"
 _OWNED_CHARS = 128
 # How much of a refused value that cannot be written as JSON its reject keeps (as Python repr).
 _KEPT_REPR = 64 * 2**10
+# Allocations between two young-generation collections while records are prepared and placed:
+# a parsed record makes thousands of dicts and lists, and with Python's 700 the collector ran
+# every few records (about a tenth of the writer's and the workers' CPU on 6,000 records).
+GC_THRESHOLD = 50_000
 
 
 def utf8_safe(text: str) -> str:
@@ -119,6 +126,13 @@ class Prepared:
     # lineage the input itself carries: an aioc replay line's ``replay_of`` row (its source
     # named by ``parent_run_id``), which the writer places as a replay (``store.derived``)
     lineage: list[dict] | None = None
+    # in a chunk (``store.chunks``): its rows (``events`` and ``projection`` are then None,
+    # ``digests`` joined), its place in them, its first event's row and its payloads' size
+    rows: ChunkRows | None = None
+    rec: int = 0
+    first_event: int = 0
+    event_count: int = 0
+    payload_bytes: int = 0
 
 
 @dataclass(slots=True)
@@ -233,50 +247,85 @@ def _kept_repr(value: object) -> bytes:
         return b""
 
 
-def _prepare_chunk(raws: list[RawInput], fmt: str) -> list[Prepared | Refused]:
-    return [prepare(raw, fmt) for raw in raws]
+@contextmanager
+def relaxed_gc() -> Iterator[None]:
+    """Python's cyclic collector runs less often inside the block (:data:`GC_THRESHOLD`)."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], GC_THRESHOLD), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+def _prepare_in_worker(raws: list[RawInput], fmt: str, schema: Schema | None
+                       ) -> list[Prepared | Refused]:
+    """:func:`_prepare_chunk` in a worker process, which does nothing else meanwhile."""
+    if gc.get_threshold()[0] < GC_THRESHOLD:
+        gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
+    return _prepare_chunk(raws, fmt, schema)
+
+
+def _prepare_chunk(raws: list[RawInput], fmt: str, schema: Schema | None = None
+                   ) -> list[Prepared | Refused]:
+    """Every input prepared; with the store's ``schema``, the records' rows as one chunk of
+    Arrow tables (:func:`recstore.store.chunks.to_chunk`), ready for the writer to place."""
+    prepared = [prepare(raw, fmt) for raw in raws]
+    if schema is not None:
+        records = [p for p in prepared if chunkable(p)]
+        if records:
+            to_chunk(records, schema)
+    return prepared
 
 
 class Preparer:
     """Runs :func:`prepare` over inputs, in the ``workers`` processes of ``pool`` (None: in this
-    process; see :func:`recstore.process.worker_pool`, which must be opened before the store)."""
+    process; see :func:`recstore.process.worker_pool`, which must be opened before the store).
+    With ``schema`` (set by the writer: its projection tables' column types) records come in
+    chunks of Arrow rows (:mod:`recstore.store.chunks`)."""
 
     def __init__(self, pool: ProcessPoolExecutor | None = None, workers: int = 0) -> None:
         self._pool = pool
         # chunks sent ahead per worker, so the workers keep busy while the writer places a chunk
-        self._in_flight = IN_FLIGHT * workers
+        self._in_flight = IN_FLIGHT * workers if pool is not None else 0
+        self.schema: Schema | None = None
 
     def prepared(self, raws: Iterable[RawInput], fmt: str = "aioc") -> Iterator[Prepared | Refused]:
         """Every input prepared, in input order."""
-        if self._pool is None:
-            for raw in raws:
-                yield _prepare_here(raw, fmt)
-            return
-        pending: deque[Future] = deque()
+        pending: deque[Future | list] = deque()
         chunk: list[RawInput] = []
         chunk_bytes = 0
         for raw in raws:
             size = len(raw.data) if raw.data is not None else 0
             if size > LOCAL_BYTES:  # prepared here, once what came before it is
                 if chunk:
-                    pending.append(self._pool.submit(_prepare_chunk, chunk, fmt))
+                    pending.append(self._submit(chunk, fmt))
                     chunk, chunk_bytes = [], 0
                 while pending:
-                    yield from pending.popleft().result()
+                    yield from _result(pending.popleft())
                 yield _prepare_here(raw, fmt)
                 continue
             chunk.append(raw)
             chunk_bytes += size
             # a chunk is pickled whole to its worker and back: bounded in bytes as in inputs
             if len(chunk) >= CHUNK or chunk_bytes >= LOCAL_BYTES:
-                pending.append(self._pool.submit(_prepare_chunk, chunk, fmt))
+                pending.append(self._submit(chunk, fmt))
                 chunk, chunk_bytes = [], 0
-                while len(pending) >= self._in_flight:
-                    yield from pending.popleft().result()
+                while len(pending) >= max(self._in_flight, 1):
+                    yield from _result(pending.popleft())
         if chunk:
-            pending.append(self._pool.submit(_prepare_chunk, chunk, fmt))
+            pending.append(self._submit(chunk, fmt))
         while pending:
-            yield from pending.popleft().result()
+            yield from _result(pending.popleft())
+
+    def _submit(self, chunk: list[RawInput], fmt: str) -> Future | list:
+        if self._pool is None:
+            return _prepare_chunk(chunk, fmt, self.schema)
+        return self._pool.submit(_prepare_in_worker, chunk, fmt, self.schema)
+
+
+def _result(pending: Future | list) -> list[Prepared | Refused]:
+    return pending if isinstance(pending, list) else pending.result()
 
 
 def _prepare_here(raw: RawInput, fmt: str) -> Prepared | Refused:

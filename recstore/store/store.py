@@ -220,7 +220,13 @@ class Store:
         from recstore.process import worker_pool
         from recstore.store import agentuse_ingest, otlp_io
         from recstore.store.ingest import BatchWriter
-        from recstore.store.prepare import LOCAL_BYTES, WORKER_BYTES, Preparer, default_workers
+        from recstore.store.prepare import (
+            LOCAL_BYTES,
+            WORKER_BYTES,
+            Preparer,
+            default_workers,
+            relaxed_gc,
+        )
 
         trees, paths = agentuse_ingest.split_paths(paths, format)
         sources = (
@@ -234,7 +240,7 @@ class Store:
             # an input over LOCAL_BYTES is prepared here: a pool would sit idle beside it
             workers = default_workers(
                 sum(s.small_input_bytes(LOCAL_BYTES, WORKER_BYTES) for s in sources))
-        with worker_pool(workers) as pool, self.writer() as con:
+        with relaxed_gc(), worker_pool(workers) as pool, self.writer() as con:
             preparer = Preparer(pool, workers)
             with BatchWriter(
                 con, tags=tags, batch_size=batch_size, preparer=preparer, progress=progress
