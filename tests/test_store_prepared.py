@@ -20,7 +20,8 @@ from recstore.formats.events import record_to_events
 from recstore.formats.jsontext import dumps_json
 from recstore.formats.reader import PENDING, RawInput
 from recstore.store import Store
-from recstore.store.ingest import BatchWriter, SourceCounts
+from recstore.store.counts import SourceCounts
+from recstore.store.ingest import BatchWriter
 from recstore.store.prepare import Prepared, Preparer, Refused, prepare, record_hash
 from recstore.store.store import read_runs
 from recstore.synth import generate_corpus

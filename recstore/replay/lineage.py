@@ -29,8 +29,9 @@ import duckdb
 from recstore.formats.reader import RawInput
 from recstore.replay.replay import ReplayReport
 from recstore.store import Store
+from recstore.store.counts import IngestSummary, SourceCounts
 from recstore.store.derived import RELATION, OwnRuns
-from recstore.store.ingest import BatchWriter, IngestSummary, SourceCounts
+from recstore.store.ingest import BatchWriter
 from recstore.store.prepare import Prepared, Refused, prepare
 from recstore.store.store import StoredRun
 

@@ -26,7 +26,8 @@ from recstore.errors import NotFoundError
 from recstore.query.guard import lock_down
 from recstore.store import Store
 from recstore.store import db as store_db
-from recstore.store.ingest import BatchWriter, IngestSummary
+from recstore.store.counts import IngestSummary
+from recstore.store.ingest import BatchWriter
 from recstore.store.prepare import LOCAL_BYTES, Preparer
 
 #: Bytes of small inputs (at most ``LOCAL_BYTES`` each) in one write from which its records are

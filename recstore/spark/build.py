@@ -57,7 +57,7 @@ from recstore.query.export import (
 )
 from recstore.spark.definitions import SparkDefinitions, spark_definitions, spark_type
 from recstore.spark.records import EVENT_FIELDS, prepare_lines, prepared_schema, source_uri
-from recstore.store.ingest import RecordCounts
+from recstore.store.counts import RecordCounts
 from recstore.store.projection import COLUMNS, PROJECTION_TABLES, SEQ_COLUMNS
 from recstore.store.tables import derived_column
 

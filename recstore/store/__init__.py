@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from recstore.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from recstore.store.ingest import IngestSummary
+    from recstore.store.counts import IngestSummary
     from recstore.store.prepare import run_key_for
     from recstore.store.store import DEFAULT_DB, Store, VerifyReport
 

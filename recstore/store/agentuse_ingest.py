@@ -37,7 +37,8 @@ from recstore.formats.agentuse import (
 from recstore.formats.jsontext import loads_json
 from recstore.formats.reader import RawInput
 from recstore.store.agentuse_prepare import FILE_EVENT, prepare_tree, project_run, tree_hash
-from recstore.store.ingest import BatchWriter, SourceCounts, run_key_for
+from recstore.store.counts import SourceCounts
+from recstore.store.ingest import BatchWriter, run_key_for
 from recstore.store.projection import Projection, RunContext
 
 __all__ = [

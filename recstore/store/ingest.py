@@ -20,7 +20,6 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 import duckdb
@@ -38,6 +37,7 @@ from recstore.store.batches import (
 )
 from recstore.store.chain import DEFAULT_BATCH_SIZE, line_digest
 from recstore.store.chunks import store_schema
+from recstore.store.counts import IngestSummary, SourceCounts
 from recstore.store.derived import OwnRuns
 from recstore.store.prepare import Prepared, Preparer, Refused, run_key_for, utf8_safe
 from recstore.store.projection import (
@@ -50,10 +50,7 @@ __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_MAX_RECORD_BYTES",
     "BatchWriter",
-    "IngestSummary",
-    "RecordCounts",
     "InputSource",
-    "SourceCounts",
     "run_key_for",
 ]
 
@@ -85,52 +82,6 @@ class InputSource(Protocol):
     def inputs(self) -> Iterator[RawInput]: ...
 
 
-@dataclass(kw_only=True)
-class RecordCounts:
-    """Records read, by outcome: stored as new runs, as new revisions, found identical to a
-    stored revision, or rejected."""
-
-    accepted: int = 0
-    revised: int = 0
-    duplicate: int = 0
-    rejected: int = 0
-
-    @property
-    def exit_code(self) -> int:
-        """1 when anything was rejected, else 0."""
-        return 1 if self.rejected else 0
-
-    def outcomes(self) -> str:
-        """``accepted N, duplicate N, revised N, rejected N``, as summaries print it."""
-        return (f"accepted {self.accepted}, duplicate {self.duplicate}, revised {self.revised}, "
-                f"rejected {self.rejected}")
-
-
-@dataclass
-class IngestSummary(RecordCounts):
-    """What one ingest did. ``run_keys`` lists the runs stored (new or revised), in order."""
-
-    tagged: int = 0
-    sources: int = 0
-    batches: int = 0
-    seconds: float = 0.0
-    run_keys: list[str] = field(default_factory=list)
-    rejects: list[dict] = field(default_factory=list)  # first SUMMARY_REJECTS: {where, reason, ...}
-
-    def line(self) -> str:
-        """The one-line summary the CLI prints."""
-        rate = (self.accepted + self.revised + self.duplicate) / self.seconds if self.seconds else 0
-        tagged = f", tagged {self.tagged}" if self.tagged else ""
-        return (
-            f"{self.outcomes()}{tagged} ({self.sources} sources, {self.batches} batches, "
-            f"{self.seconds:.2f}s, {rate:,.0f} records/s)"
-        )
-
-    def to_dict(self) -> dict:
-        """JSON form for ``--json``."""
-        return asdict(self)
-
-
 _MEMORY_LIMIT = re.compile(r"\d+(?:\.\d+)?\s*(?:[KMGT]i?B|B)\Z", re.IGNORECASE)
 
 
@@ -151,23 +102,6 @@ class _Stream(NamedTuple):
     revision: int
     tags_json: str
     next_pos: int | None  # None: not known yet (looked up when something is appended)
-
-
-@dataclass
-class SourceCounts(RecordCounts):
-    """What reading one input found, by outcome."""
-
-    source_id: int
-    records: int = 0
-
-    def add(self, outcome: str) -> None:
-        self.records += 1
-        setattr(self, outcome, getattr(self, outcome) + 1)
-
-    @property
-    def status(self) -> str:
-        usable = self.accepted + self.revised + self.duplicate
-        return "ok" if not self.rejected else ("partial" if usable else "rejected")
 
 
 class BatchWriter:

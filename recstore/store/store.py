@@ -32,7 +32,7 @@ from recstore.store.chain import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
     from recstore.formats.reader import RawInput
-    from recstore.store.ingest import IngestSummary
+    from recstore.store.counts import IngestSummary
     from recstore.store.tagging import TagSummary
 
 # A command that only reads (query, runs, show, rejects, lineage) opens the store without the
