@@ -38,9 +38,8 @@ def _runs(request: Request) -> Response:
     error, page, facets = None, None, {}
     sort, descending = q.get("sort", "started"), q.get("order", "desc") != "asc"
     try:
-        page = data.runs_page(request.app.state.store, text, sort, descending,
-                              q.get("after") or None)
-        facets = data.facets(request.app.state.store, text)
+        page, facets = data.runs_and_facets(request.app.state.store, text, sort, descending,
+                                            q.get("after") or None)
     except InputError as exc:
         error = str(exc)
     return _page("serve_runs.html.j2", title="runs", text=text, error=error, page=page,
