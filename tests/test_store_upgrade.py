@@ -92,3 +92,28 @@ def test_recorded_comparisons_keep_their_pairs(tmp_path):
             "response_length_b, classification FROM comparison_pairs"
         ).fetchall()
     assert rows == [(7, "case-1", a, 1, a_hash, b, b_hash, False, 12, "warn")]
+
+
+def test_a_store_from_before_schema_007_gets_the_tool_calls_view_that_skips_unused_events(
+        tmp_path):
+    # schema 007 only marks that the views must be defined again (003_views.sql joins a call's
+    # output event on coalesce(output_seq, -1)); a store that applied the files before it keeps
+    # the old view until it is opened, and reads the same tool calls either way
+    store = Store(tmp_path / "s.duckdb")
+    store.ingest([str(AIOC_FIXTURES / f"{name}.json") for name in RECORDS])
+    order = "SELECT * FROM tool_calls ORDER BY run_key, call_index"
+    con = duckdb.connect(str(store.path))
+    expected = con.execute(order).fetchall()
+    old_view = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'tool_calls'"
+                           ).fetchone()[0].replace("COALESCE(t.output_seq, -1)", "t.output_seq")
+    assert "coalesce(t.output_seq, -1)" not in old_view.lower()
+    con.execute(old_view.replace("CREATE VIEW", "CREATE OR REPLACE VIEW"))
+    con.execute("DELETE FROM schema_migrations WHERE name = '007_tool_calls_output.sql'")
+    con.close()
+    with store.reader() as reader:  # a reader brings the store up to date first
+        assert reader.execute(order).fetchall() == expected
+    con = duckdb.connect(str(store.path), read_only=True)
+    view = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'tool_calls'"
+                       ).fetchone()[0]
+    con.close()
+    assert "coalesce(t.output_seq, -1)" in view.lower()
