@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -86,23 +87,30 @@ def bench_pages(folder: Path, runs: int, repeat: int) -> None:
                   f"({len(pages)} pages)")
 
 
-def bench_ingest(folder: Path, records: int, chunk: int) -> None:
+def bench_ingest(folder: Path, records: int, chunk: int, senders: int) -> None:
+    folder.mkdir(exist_ok=True)
     source = write_ndjson(folder / f"ingest-{records}.ndjson", records, seed=9)
     lines = source.read_bytes().splitlines(keepends=True)
     start = time.perf_counter()
     subprocess.run([*RECSTORE, "--db", str(folder / f"cli-{records}.duckdb"), "ingest",
                     str(source), "--quiet"], check=True)
     cli_rate = records / (time.perf_counter() - start)
+    bodies = [b"".join(lines[at:at + chunk]) for at in range(0, len(lines), chunk)]
     with served(folder / f"http-{records}.duckdb") as (url, _proc, _), \
             httpx.Client(timeout=600) as client:
-        start = time.perf_counter()
-        for at in range(0, len(lines), chunk):
-            answer = client.post(url + "v1/runrecords", content=b"".join(lines[at:at + chunk]),
+
+        def post(body: bytes) -> None:
+            answer = client.post(url + "v1/runrecords", content=body,
                                  headers={"content-type": "application/x-ndjson"})
             answer.raise_for_status()
+
+        start = time.perf_counter()
+        # senders > 1: POSTs in flight at once, as agents of a fleet send them
+        with ThreadPoolExecutor(senders) as pool:
+            list(pool.map(post, bodies))
         http_rate = records / (time.perf_counter() - start)
     print(f"ingest {records} records: recstore ingest {cli_rate:,.0f}/s, HTTP ({chunk}-record "
-          f"POSTs) {http_rate:,.0f}/s, ratio {http_rate / cli_rate:.2f}x")
+          f"POSTs, {senders} at once) {http_rate:,.0f}/s, ratio {http_rate / cli_rate:.2f}x")
 
 
 def main() -> None:
@@ -112,6 +120,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--ingest", type=int, nargs="+", default=[2000, 20000])
     parser.add_argument("--chunk", type=int, default=1000)
+    parser.add_argument("--senders", type=int, nargs="+", default=[1],
+                        help="POSTs in flight at once (each count timed in turn)")
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="build the page stores in DIR and reuse them on the next run")
     parser.add_argument("--no-ingest", action="store_true", help="time the pages only")
@@ -124,7 +134,8 @@ def main() -> None:
             bench_pages(args.keep or Path(tmp), runs, args.repeat)
         if not args.no_ingest:
             for records in args.ingest:
-                bench_ingest(Path(tmp), records, args.chunk)
+                for senders in args.senders:
+                    bench_ingest(Path(tmp) / f"senders-{senders}", records, args.chunk, senders)
 
 
 if __name__ == "__main__":
