@@ -24,6 +24,7 @@ import duckdb
 
 from recstore.errors import NotFoundError
 from recstore.query.guard import lock_down
+from recstore.serve.group import GroupCommit
 from recstore.store import Store
 from recstore.store import db as store_db
 from recstore.store.counts import IngestSummary
@@ -108,6 +109,7 @@ class ServedStore(Store):
         self._held: tuple[ExitStack, duckdb.DuckDBPyConnection] | None = None
         self._linger_until = 0.0
         self._timed = False  # a timer will close the lingering writer
+        self._group = GroupCommit(self)  # stores POSTs (ingest_posted)
 
     @contextmanager
     def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -205,10 +207,18 @@ class ServedStore(Store):
         ``recstore ingest`` prepares a large input), else in this process."""
         sources = list(sources)
         with self.writer() as con, BatchWriter(con, tags=tags,
-                                               preparer=self._preparer(sources)) as batch:
+                                               preparer=self.preparer_for(sources)) as batch:
             return batch.ingest_sources(sources)
 
-    def _preparer(self, sources: list) -> Preparer | None:
+    def ingest_posted(self, sources: list) -> IngestSummary:
+        """Store the sources of one POST, in a batch shared with the POSTs that arrive while
+        one commits (:mod:`recstore.serve.group`); their own summary, once they are
+        committed."""
+        return self._group.ingest(sources)
+
+    def preparer_for(self, sources: list) -> Preparer | None:
+        """The server's worker processes, when ``sources`` hold enough small inputs for them
+        (:data:`POOL_BYTES`); None: prepare in this process."""
         if self._pool is None or getattr(self._pool, "_broken", False):  # a worker died
             return None
         small = sum(s.small_input_bytes(LOCAL_BYTES, POOL_BYTES)
@@ -217,6 +227,7 @@ class ServedStore(Store):
 
     def close(self) -> None:
         """Checkpoint what the WAL holds and release the store file (the server stops)."""
+        self._group.close()
         with self._gate.exclusive():
             self._close_reader()
             self._release_writer()

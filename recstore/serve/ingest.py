@@ -5,8 +5,9 @@ A POSTed body is spooled to an owner-only file and read by the same reader as a 
 limit, rejects with their line), under a source URI that says how it arrived:
 ``post:/v1/runrecords?request=<id>&received=<UTC time>``. OTLP/HTTP bodies (JSON, or protobuf
 turned into OTLP/JSON by the official ``opentelemetry-proto`` messages) go through the OTLP reader
-as an OTLP file does. The ingest finishes before the answer is sent, so a record is queryable as
-soon as its POST is answered.
+as an OTLP file does. POSTs that arrive while a batch commits are stored together
+(:mod:`recstore.serve.group`); each is answered with its own summary once its records are
+committed, so a record is queryable as soon as its POST is answered.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def ingest_body(store: ServedStore, spool: Path, body: bytes, content_type: str,
     try:
         source = SourceFile(uri, path, "ndjson" if ndjson else "json",
                             "gzip" if gzipped else None)
-        summary = store.ingest_sources([source])
+        summary = store.ingest_posted([source])
     finally:
         path.unlink(missing_ok=True)
     return {"request_id": request_id, "source_uri": uri, **summary.to_dict()}
@@ -80,7 +81,7 @@ def otlp_body(store: ServedStore, spool: Path, body: bytes, content_type: str, g
     path = _spool(spool, body)
     try:
         sources = otlp_io.otlp_sources([SourceFile(uri, path, "json", None)])
-        summary = store.ingest_sources(sources)
+        summary = store.ingest_posted(sources)
     finally:
         path.unlink(missing_ok=True)
     return {"request_id": request_id, "source_uri": uri, **summary.to_dict()}

@@ -153,7 +153,7 @@ class BatchCommitter:
     hash to the one before (``prev_hash``: the store's last batch hash, None for the first)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, prev_hash: bytes | None,
-                 on_committed: Callable[[], None], schema: Schema) -> None:
+                 on_committed: Callable[[int], None], schema: Schema) -> None:
         self._con = con
         self._schema = schema  # the projection tables' column types
         self._event_types = dict(table_columns(con, "events"))
@@ -195,6 +195,12 @@ class BatchCommitter:
             target=self._commit, args=(batch, batch_row), name="recstore-batch-commit")
         self._thread.start()
         return True
+
+    @property
+    def busy(self) -> bool:
+        """Whether a batch is being committed now."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
 
     def wait(self) -> None:
         """Wait for the batch in flight (if any); re-raise what made its commit fail."""
@@ -288,7 +294,7 @@ class BatchCommitter:
         except BaseException as exc:  # re-raised in the writer's thread by wait()
             self._error = exc
             return
-        self._on_committed()
+        self._on_committed(batch.batch_id)
 
 
 def _give_back() -> None:

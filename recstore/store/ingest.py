@@ -52,6 +52,7 @@ __all__ = [
     "BatchWriter",
     "InputSource",
     "run_key_for",
+    "source_units",
 ]
 
 # Records read, hashed and then looked up together (one query per chunk).
@@ -115,8 +116,10 @@ class BatchWriter:
         batch_size: int = DEFAULT_BATCH_SIZE,
         preparer: Preparer | None = None,
         progress: Progress = NO_PROGRESS,
+        on_committed: Callable[[int], None] | None = None,
     ) -> None:
         self._con = con
+        self._on_committed = on_committed  # called with each batch's id once it is committed
         self._preparer = preparer or Preparer()
         # DuckDB would otherwise cache up to 80 % of RAM in written pages, so an ingest's memory
         # grew with its input; this bound keeps it flat.
@@ -153,14 +156,16 @@ class BatchWriter:
         )
         self._next_reject = self._max("SELECT max(reject_id) FROM rejects") + 1
         row = con.execute("SELECT hash FROM batches ORDER BY batch_id DESC LIMIT 1").fetchone()
-        schema = store_schema(con)
+        schema = self.schema = store_schema(con)
         # records come prepared as chunks of Arrow rows, which the commit places in SQL
         self._preparer.schema = schema
         self._committer = BatchCommitter(con, row[0] if row else None, self._count_batch, schema)
         self._batch = Batch(self._next_batch)
 
-    def _count_batch(self) -> None:
+    def _count_batch(self, batch_id: int) -> None:
         self.summary.batches += 1
+        if self._on_committed is not None:
+            self._on_committed(batch_id)
 
     def __enter__(self) -> BatchWriter:
         return self
@@ -221,12 +226,18 @@ class BatchWriter:
         return self.summary
 
     def _ingest_source(self, source: InputSource, lineage: list[dict]) -> None:
+        self.store_source(source, self._preparer.prepared(*source_units(source)), lineage)
+
+    def store_source(self, source: InputSource, prepared: Iterable[Prepared | Refused],
+                     lineage: list[dict] | None = None) -> SourceCounts:
+        """Store ``source``'s records, prepared already (by :meth:`Preparer.prepared` over
+        :func:`source_units`), as one input; its rows go with the pending batch, which is not
+        committed here (see :meth:`submit`)."""
         counts = SourceCounts(self.open_source(source.uri, source.format, source.compression))
-        units = source.units() if hasattr(source, "units") else source.inputs()
-        fmt = getattr(source, "record_format", "aioc")
-        for chunk in _chunks(self._preparer.prepared(units, fmt), CHUNK_SIZE):
-            self.store_prepared(chunk, counts, lineage)
+        for chunk in _chunks(iter(prepared), CHUNK_SIZE):
+            self.store_prepared(chunk, counts, lineage or [])
         self.finish_source(counts, source.sha256, source.size_bytes)
+        return counts
 
     def store_prepared(
         self,
@@ -579,6 +590,21 @@ class BatchWriter:
         self._submit_batch()
         self._wait_for_commit()
 
+    def submit(self) -> None:
+        """Start committing the pending batch in the background (once the batch in flight is
+        committed) and begin the next one; no-op when nothing is pending."""
+        self._submit_batch()
+
+    @property
+    def committing(self) -> bool:
+        """Whether a batch is being committed in the background now."""
+        return self._committer.busy
+
+    @property
+    def pending_batch_id(self) -> int:
+        """The id of the batch that records stored now go with."""
+        return self._batch.batch_id
+
     def _submit_batch(self) -> None:
         """Hand the pending batch to the committer and start the next one."""
         if self._committer.submit(self._batch, ingest_id=self.ingest_id, tags_json=self.tags_json):
@@ -590,6 +616,13 @@ class BatchWriter:
 
 
 _RUN_COLUMN = {name: i for i, name in enumerate(COLUMNS["proj_runs"])}
+
+
+def source_units(source: InputSource) -> tuple[Iterator[RawInput], str]:
+    """What :meth:`Preparer.prepared` takes of ``source``: its inputs (unparsed when it can
+    give them so, for the workers to parse) and the format of its records."""
+    units = source.units() if hasattr(source, "units") else source.inputs()
+    return units, getattr(source, "record_format", "aioc")
 
 
 def _chunks(inputs: Iterator, size: int) -> Iterator[list]:
