@@ -189,3 +189,37 @@ def test_a_failed_group_answers_every_post_with_the_error(tmp_path):
                            False)["accepted"] == 1
     finally:
         store.close()
+
+
+def test_a_read_gets_in_while_posts_keep_coming(tmp_path):
+    """Two senders POST without pause, so a batch always has a POST waiting to join the next;
+    a read that comes meanwhile still gets in (the session of writes ends for it) long before
+    the senders run out of POSTs, and sees what was answered before it began."""
+    store = ServedStore(tmp_path / "busy.duckdb")
+    limit = 150
+    stop = threading.Event()
+    answered: list[str] = []
+
+    def send(sender: int) -> None:
+        for n in range(limit):
+            if stop.is_set():
+                return
+            run_id = f"s{sender}-{n}"
+            ingest_body(store, tmp_path, _line(run_id), "application/x-ndjson", False)
+            answered.append(run_id)
+
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            senders = [pool.submit(send, sender) for sender in (0, 1)]
+            _wait_until(lambda: len(answered) >= 10)
+            before = set(answered)
+            with store.reader() as cur:
+                seen = {row[0] for row in cur.execute("SELECT run_id FROM runs").fetchall()}
+            sent_when_read = len(answered)
+            stop.set()
+            for sender in senders:
+                sender.result(timeout=300)
+    finally:
+        store.close()
+    assert before <= seen
+    assert sent_when_read < 2 * limit

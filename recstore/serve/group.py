@@ -114,6 +114,7 @@ class GroupCommit:
     def _session(self) -> None:
         """Place and commit POSTs until none is waiting; a failure fails the POSTs taken and
         not yet committed (their records were not stored: each is answered with the error)."""
+        self._store.let_readers_in()  # reads that waited for the last session go first
         group = self._take()
         try:
             with self._store.writer() as con, BatchWriter(
@@ -129,11 +130,12 @@ class GroupCommit:
             self._fail(exc)
 
     def _next_group(self, writer: BatchWriter) -> list[_Post]:
-        """The POSTs that arrive while the batch in flight commits (none: it is committed)."""
+        """The POSTs that arrive while the batch in flight commits (none: it is committed, or
+        a read waits, which the session ends for: a record is queryable within a commit)."""
         with self._cond:
             while not self._waiting and self._taken and writer.committing:
                 self._cond.wait(COMMIT_POLL)  # woken by _committed; a failed commit is polled
-        return self._take()
+        return [] if self._store.readers_waiting else self._take()
 
     def _take(self) -> list[_Post]:
         """The POSTs waiting, now in the session (answered in this order)."""

@@ -52,12 +52,15 @@ class _Gate:
         self._readers = 0
         self._writing = False
         self._waiting_writers = 0
+        self.waiting_readers = 0
 
     @contextmanager
     def shared(self) -> Iterator[None]:
         with self._cond:
+            self.waiting_readers += 1
             while self._writing or self._waiting_writers:
                 self._cond.wait()
+            self.waiting_readers -= 1
             self._readers += 1
         try:
             yield
@@ -65,6 +68,13 @@ class _Gate:
             with self._cond:
                 self._readers -= 1
                 self._cond.notify_all()
+
+    def let_readers_in(self) -> None:
+        """Wait until the readers waiting now have started (call it holding nothing): a writer
+        that writes again at once would otherwise keep them out."""
+        with self._cond:
+            while self.waiting_readers and not (self._writing or self._waiting_writers):
+                self._cond.wait()
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -209,6 +219,15 @@ class ServedStore(Store):
         with self.writer() as con, BatchWriter(con, tags=tags,
                                                preparer=self.preparer_for(sources)) as batch:
             return batch.ingest_sources(sources)
+
+    @property
+    def readers_waiting(self) -> bool:
+        """Whether reads wait for the write in progress to end."""
+        return self._gate.waiting_readers > 0
+
+    def let_readers_in(self) -> None:
+        """Let the reads waiting start before this thread writes again (see _Gate)."""
+        self._gate.let_readers_in()
 
     def ingest_posted(self, sources: list) -> IngestSummary:
         """Store the sources of one POST, in a batch shared with the POSTs that arrive while
