@@ -8,6 +8,7 @@ filter; then POSTs M records as NDJSON chunks to /v1/runrecords and compares the
 
     python benchmarks/bench_serve.py --runs 20000 50000 --repeat 20 --ingest 2000 20000
     python benchmarks/bench_serve.py --runs 200000 --keep bench-stores --no-ingest
+    python benchmarks/bench_serve.py --runs --ingest 2000 20000 --senders 1 2 4 --pairs 3
 """
 
 from __future__ import annotations
@@ -87,17 +88,35 @@ def bench_pages(folder: Path, runs: int, repeat: int) -> None:
                   f"({len(pages)} pages)")
 
 
-def bench_ingest(folder: Path, records: int, chunk: int, senders: int) -> None:
+def bench_ingest(folder: Path, records: int, chunk: int, senders: int, pairs: int) -> None:
+    """``pairs`` times: `recstore ingest` of the file into a fresh store, then the same records
+    POSTed to a fresh server; each pair's ratio, and their median (the machine's load moves
+    both rates: a pair measured back to back shares it)."""
     folder.mkdir(exist_ok=True)
     source = write_ndjson(folder / f"ingest-{records}.ndjson", records, seed=9)
     lines = source.read_bytes().splitlines(keepends=True)
-    start = time.perf_counter()
-    subprocess.run([*RECSTORE, "--db", str(folder / f"cli-{records}.duckdb"), "ingest",
-                    str(source), "--quiet"], check=True)
-    cli_rate = records / (time.perf_counter() - start)
     bodies = [b"".join(lines[at:at + chunk]) for at in range(0, len(lines), chunk)]
-    with served(folder / f"http-{records}.duckdb") as (url, _proc, _), \
-            httpx.Client(timeout=600) as client:
+    ratios = []
+    for pair in range(pairs):
+        cli_rate = _cli_rate(folder / f"cli-{records}-{pair}.duckdb", source, records)
+        http_rate = _http_rate(folder / f"http-{records}-{pair}.duckdb", bodies, records, senders)
+        ratios.append(http_rate / cli_rate)
+        print(f"ingest {records} records: recstore ingest {cli_rate:,.0f}/s, HTTP ({chunk}-record "
+              f"POSTs, {senders} at once) {http_rate:,.0f}/s, ratio {ratios[-1]:.2f}x "
+              f"(load {os.getloadavg()[0]:.2f})")
+    if pairs > 1:
+        print(f"ingest {records} records, {senders} at once: median ratio "
+              f"{statistics.median(ratios):.2f}x of {pairs} (min {min(ratios):.2f}x)")
+
+
+def _cli_rate(db: Path, source: Path, records: int) -> float:
+    start = time.perf_counter()
+    subprocess.run([*RECSTORE, "--db", str(db), "ingest", str(source), "--quiet"], check=True)
+    return records / (time.perf_counter() - start)
+
+
+def _http_rate(db: Path, bodies: list[bytes], records: int, senders: int) -> float:
+    with served(db) as (url, _proc, _), httpx.Client(timeout=600) as client:
 
         def post(body: bytes) -> None:
             answer = client.post(url + "v1/runrecords", content=body,
@@ -108,9 +127,7 @@ def bench_ingest(folder: Path, records: int, chunk: int, senders: int) -> None:
         # senders > 1: POSTs in flight at once, as agents of a fleet send them
         with ThreadPoolExecutor(senders) as pool:
             list(pool.map(post, bodies))
-        http_rate = records / (time.perf_counter() - start)
-    print(f"ingest {records} records: recstore ingest {cli_rate:,.0f}/s, HTTP ({chunk}-record "
-          f"POSTs, {senders} at once) {http_rate:,.0f}/s, ratio {http_rate / cli_rate:.2f}x")
+        return records / (time.perf_counter() - start)
 
 
 def main() -> None:
@@ -122,6 +139,8 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=1000)
     parser.add_argument("--senders", type=int, nargs="+", default=[1],
                         help="POSTs in flight at once (each count timed in turn)")
+    parser.add_argument("--pairs", type=int, default=1,
+                        help="CLI and HTTP ingests timed back to back this many times each")
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="build the page stores in DIR and reuse them on the next run")
     parser.add_argument("--no-ingest", action="store_true", help="time the pages only")
@@ -135,7 +154,8 @@ def main() -> None:
         if not args.no_ingest:
             for records in args.ingest:
                 for senders in args.senders:
-                    bench_ingest(Path(tmp) / f"senders-{senders}", records, args.chunk, senders)
+                    bench_ingest(Path(tmp) / f"senders-{senders}", records, args.chunk, senders,
+                                 args.pairs)
 
 
 if __name__ == "__main__":
