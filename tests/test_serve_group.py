@@ -100,6 +100,9 @@ def test_concurrent_posts_each_get_their_own_summary_and_are_queryable(tmp_path)
 def _hold_writer_while(store: ServedStore, bodies: list[bytes], spool: Path) -> list[dict]:
     """POST ``bodies`` from threads while this thread holds the store's writer, so that all but
     the first queue up behind it; release it once they do; their answers."""
+    # a POST to a store the server has not written yet opens the writer first (to learn the
+    # store's column types): one before the test holds it (a reject, no run)
+    ingest_body(store, spool, BAD_LINE, "application/json", False)
     with ThreadPoolExecutor(len(bodies)) as pool:
         with store.writer():
             first = pool.submit(ingest_body, store, spool, bodies[0], "application/x-ndjson",

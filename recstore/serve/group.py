@@ -20,6 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from recstore.store.chunks import store_schema
 from recstore.store.counts import IngestSummary
 from recstore.store.ingest import BatchWriter, source_units
 from recstore.store.prepare import Prepared, Preparer, Refused
@@ -66,7 +67,7 @@ class GroupCommit:
         self._thread: threading.Thread | None = None
         self._closed = False
         # the store's projection column types, for the workers to make Arrow chunks (learnt
-        # from the first writer session; until then records are prepared as plain rows)
+        # once, from the first POST's writer)
         self._schema: dict | None = None
 
     def ingest(self, sources: list) -> IngestSummary:
@@ -99,8 +100,15 @@ class GroupCommit:
 
     def _prepare(self, sources: list) -> list[tuple[Any, list[Prepared | Refused]]]:
         preparer = self._store.preparer_for(sources) or Preparer()
-        preparer.schema = self._schema
+        preparer.schema = self._schema or self._learn_schema()
         return [(source, list(preparer.prepared(*source_units(source)))) for source in sources]
+
+    def _learn_schema(self) -> dict:
+        """The store's projection column types (its first write creates its tables): records
+        prepared without them are placed row by row, a slower path for the first POSTs."""
+        with self._store.writer() as con:
+            self._schema = store_schema(con)
+        return self._schema
 
     def _run(self) -> None:
         while True:
@@ -119,7 +127,6 @@ class GroupCommit:
         try:
             with self._store.writer() as con, BatchWriter(
                     con, on_committed=self._committed) as writer:
-                self._schema = writer.schema
                 while group:
                     for post in group:
                         self._place(writer, post)
