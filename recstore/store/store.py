@@ -219,6 +219,7 @@ class Store:
         from recstore.formats.reader import iter_sources
         from recstore.process import worker_pool
         from recstore.store import agentuse_ingest, otlp_io
+        from recstore.store.chunks import import_lazy_modules
         from recstore.store.ingest import BatchWriter
         from recstore.store.prepare import (
             LOCAL_BYTES,
@@ -240,6 +241,8 @@ class Store:
             # an input over LOCAL_BYTES is prepared here: a pool would sit idle beside it
             workers = default_workers(
                 sum(s.small_input_bytes(LOCAL_BYTES, WORKER_BYTES) for s in sources))
+        if workers:
+            import_lazy_modules()  # once here, not in every worker
         with relaxed_gc(), worker_pool(workers) as pool, self.writer() as con:
             preparer = Preparer(pool, workers)
             with BatchWriter(
