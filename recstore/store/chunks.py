@@ -290,5 +290,7 @@ def import_lazy_modules() -> None:
     """Import now what staging a chunk imports lazily: pyarrow's first array made from a list
     imports pandas, when it is installed, to test for pandas types. Called before worker
     processes are forked, they inherit it instead of each importing it at its first chunk
-    (0.3-0.4 s of CPU a worker, measured; the writer imports it at its first batch anyway)."""
+    (0.3-0.4 s of CPU a worker, measured; the writer imports it at its first batch anyway).
+    The CLI answers that probe without pandas (``cli.answer_pyarrow_pandas_probe``), so this
+    saves the workers of an in-process ``Store.ingest`` (a library caller, bench_ingest)."""
     pa.array([0], pa.int32())
