@@ -27,8 +27,9 @@ FORWARDED = frozenset({"query", "runs", "show", "rejects", "schema", "queries", 
                        "ingest", "compare", "replay", "sweep", "tag", "export", "verify",
                        "rebuild"})
 # Arguments that name paths without click.Path (ingest takes globs and "-"; export's TARGET is
-# a folder, or with --otlp a filter).
+# a folder, or with --otlp a filter); compare's A B are files when such files exist, else runs.
 _PATH_ARGUMENTS = frozenset({("ingest", "paths"), ("export", "target")})
+_FILE_OR_RUN_ARGUMENTS = frozenset({("compare", "runs")})
 
 
 def runs_locally(command: str, args: list[str]) -> bool:
@@ -90,11 +91,20 @@ def absolute_paths(command: click.Command, args: list[str]) -> list[str]:
             argument = arguments[0] if arguments else None
             if argument is not None and argument.nargs != -1:
                 arguments.pop(0)
-            named = argument is not None and (command.name, argument.name) in _PATH_ARGUMENTS
-            out.append(_absolute(arg) if named and not filter_target else
-                       _path(argument, arg) if argument is not None else arg)
+            out.append(_argument(command.name, argument, arg, filter_target))
         i += 1
     return out
+
+
+def _argument(command: str, argument: click.Argument | None, value: str,
+              filter_target: bool) -> str:
+    if argument is None:
+        return value
+    named = (command, argument.name)
+    if named in _PATH_ARGUMENTS and not filter_target or (
+            named in _FILE_OR_RUN_ARGUMENTS and os.path.isfile(value)):
+        return _absolute(value)
+    return _path(argument, value)
 
 
 def _path(param: click.Parameter, value: str) -> str:
