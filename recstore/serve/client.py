@@ -72,7 +72,7 @@ def absolute_paths(command: click.Command, args: list[str]) -> list[str]:
         name, eq, value = arg.partition("=")
         if not arg.startswith("--") and arg[:2] in options and len(arg) > 2:
             name, eq, value = arg[:2], "", arg[2:]  # -oFILE
-        option = options.get(name if arg.startswith("--") else arg)
+        option = options.get(name)
         if option is not None and not eq and value:
             out.append(name + _path(option, value))
         elif option is not None and not (option.is_flag or option.count):
