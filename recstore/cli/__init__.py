@@ -153,7 +153,8 @@ class _Command(click.Command):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context):  # noqa: D102 - click hook
-        answer_the_probe_when_pyarrow_loads()
+        if not (ctx.obj or {}).get("served_store"):  # a server's threads: sys.meta_path stays
+            answer_the_probe_when_pyarrow_loads()
         return super().invoke(ctx)
 
 

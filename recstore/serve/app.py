@@ -96,11 +96,12 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> None:
     """Serve ``options.db`` until Ctrl-C (or SIGTERM); ``announce`` hears the URL line."""
     if serve_file_path(options.db).exists() and _alive(serve_file_path(options.db)):
         raise InputError(f"{options.db} is already served (see {serve_file_path(options.db)})")
-    from recstore.process import worker_pool
+    from recstore.process import no_more_worker_pools, worker_pool
     from recstore.store.prepare import WORKER_BYTES, default_workers
 
     workers = default_workers(WORKER_BYTES) if options.workers is None else options.workers
     with worker_pool(workers) as pool:  # forked before this process opens DuckDB
+        no_more_worker_pools()  # commands run for other shells (replay --workers) fork none
         _serve(options, announce, ServedStore(options.db, pool=pool, workers=workers))
 
 
