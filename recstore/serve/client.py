@@ -68,32 +68,40 @@ def absolute_paths(command: click.Command, args: list[str]) -> list[str]:
     out: list[str] = []
     i = 0
     while i < len(args):
+        taken = _option(options, args, i)
+        if taken is not None:
+            out += taken[0]
+            i += taken[1]
+            continue
         arg = args[i]
-        name, eq, value = arg.partition("=")
-        if not arg.startswith("--") and arg[:2] in options and len(arg) > 2:
-            name, eq, value = arg[:2], "", arg[2:]  # -oFILE
-        option = options.get(name)
-        if option is not None and not eq and value:
-            out.append(name + _path(option, value))
-        elif option is not None and not (option.is_flag or option.count):
-            if eq:  # --output=FILE
-                out.append(f"{name}={_path(option, value)}")
-            else:
-                values = args[i + 1:i + 1 + option.nargs]
-                out += [arg, *(_path(option, v) for v in values)]
-                i += option.nargs
-        elif arg.startswith("-") and arg != "-" or option is not None:
-            out.append(arg)
-        elif isinstance(command, click.Group):
+        if isinstance(command, click.Group):
             sub = command.commands.get(arg)
             return out + [arg] + (absolute_paths(sub, args[i + 1:]) if sub else args[i + 1:])
-        else:
-            argument = arguments[0] if arguments else None
-            if argument is not None and argument.nargs != -1:
-                arguments.pop(0)
-            out.append(_argument(command.name, argument, arg, filter_target))
+        argument = arguments[0] if arguments else None
+        if argument is not None and argument.nargs != -1:
+            arguments.pop(0)
+        out.append(_argument(command.name, argument, arg, filter_target))
         i += 1
     return out
+
+
+def _option(options: dict[str, click.Option], args: list[str], i: int
+            ) -> tuple[list[str], int] | None:
+    """The words of the option at ``args[i]``, a path value made absolute, and how many words
+    it took; None when ``args[i]`` is not an option."""
+    arg = args[i]
+    name, eq, value = arg.partition("=")
+    if not arg.startswith("--") and arg[:2] in options and len(arg) > 2:
+        name, eq, value = arg[:2], "", arg[2:]  # -oFILE (or -qv: flags)
+    option = options.get(name)
+    if option is None:
+        return ([arg], 1) if arg.startswith("-") and arg != "-" else None
+    if option.is_flag or option.count:
+        return [arg], 1
+    if eq or value:  # --output=FILE, -oFILE
+        return [f"{name}{eq}{_path(option, value)}"], 1
+    values = args[i + 1:i + 1 + option.nargs]
+    return [arg, *(_path(option, v) for v in values)], 1 + option.nargs
 
 
 def _argument(command: str, argument: click.Argument | None, value: str,
