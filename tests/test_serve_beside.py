@@ -167,3 +167,23 @@ def test_a_query_answers_while_a_slow_replay_runs(server, tmp_path):
     assert replay["status"] == "completed" and replay["sourceRunKey"] == key["run_key"]
     assert count(url, "SELECT count(*) FROM runs WHERE run_key = "
                       f"'{replay['replayRunKey']}'") == 1
+
+
+def test_only_the_store_owners_shells_can_have_commands_run(server, tmp_path):
+    """The server reads and writes files for a command as its user, so /api/cli needs the key
+    in the owner-only server file, on loopback too (another local user cannot read it)."""
+    url, db, _ = server
+    serve_file = db.with_name(db.name + ".serve.json")
+    key = json.loads(serve_file.read_text())["cli_key"]
+    assert len(key) >= 24 and owner_only(serve_file)
+    out = tmp_path / "x.csv"
+    body = {"command": "query", "args": ["SELECT 1 AS one", "--format", "csv", "-o", str(out)]}
+    for headers in ({}, {"x-recstore-cli-key": "guess"}, {"x-recstore-cli-key": key[:-1]}):
+        answer = httpx.post(url.rstrip("/") + "/api/cli", json=body, headers=headers,
+                            timeout=60)
+        assert answer.status_code == 403 and "owner-only" in answer.json()["error"]
+    assert not out.exists()
+    answer = httpx.post(url.rstrip("/") + "/api/cli", json=body,
+                        headers={"x-recstore-cli-key": key}, timeout=60)
+    assert answer.status_code == 200 and answer.json()["exit_code"] == 0, answer.text
+    assert out.read_text().splitlines() == ["one", "1"] and owner_only(out)

@@ -9,6 +9,7 @@ DuckDB work never blocks the event loop. Errors are ``{"error": "..."}`` with 40
 from __future__ import annotations
 
 import json
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -127,8 +128,12 @@ async def _cli(request: Request) -> Response:
     """Run a store command for another shell on the held store (``recstore.serve.client``);
     commands run in parallel, each with its output captured in its own thread."""
     from recstore.serve.capture import run_command
-    from recstore.serve.client import FORWARDED, refusal  # paths arrive absolute
+    from recstore.serve.client import CLI_KEY_HEADER, FORWARDED, refusal  # paths are absolute
 
+    key = request.headers.get(CLI_KEY_HEADER, "")
+    if not secrets.compare_digest(key.encode(), request.app.state.cli_key.encode()):
+        return json_response({"error": "commands need the key in the store's owner-only "
+                              "<db>.serve.json (run recstore as the store's owner)"}, 403)
     try:
         asked = json.loads(await request.body())
         command, args = asked["command"], [str(a) for a in asked["args"]]

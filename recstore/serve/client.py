@@ -20,8 +20,11 @@ from pathlib import Path
 
 import click
 
-__all__ = ["FORWARDED", "absolute_paths", "forward", "refusal", "server_for"]
+__all__ = ["CLI_KEY_HEADER", "FORWARDED", "absolute_paths", "forward", "refusal", "server_for"]
 
+#: The header that carries the server file's ``cli_key``: only the store owner's shells can
+#: read it, and only they may have the server run commands (and so read and write files).
+CLI_KEY_HEADER = "x-recstore-cli-key"
 #: Commands that open the store, so the server runs them for another shell.
 FORWARDED = frozenset({"query", "runs", "show", "rejects", "schema", "queries", "lineage",
                        "ingest", "compare", "replay", "sweep", "tag", "export", "verify",
@@ -152,6 +155,7 @@ def forward(info: dict, command: str, args: list[str]) -> dict:
     request = urllib.request.Request(info["url"].rstrip("/") + "/api/cli", data=body,
                                      method="POST",
                                      headers={"content-type": "application/json"})
+    request.add_header(CLI_KEY_HEADER, str(info.get("cli_key", "")))
     if info.get("token"):
         request.add_header("authorization", f"Bearer {info['token']}")
     try:
