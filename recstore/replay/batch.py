@@ -20,8 +20,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 
-import duckdb
-
 from recstore.errors import RecstoreError
 from recstore.process import worker_pool
 from recstore.progress import NO_PROGRESS, Progress
@@ -162,18 +160,52 @@ def _replayed(pool: ProcessPoolExecutor | None, workers: int, job: ReplayJob,
 
 
 @contextmanager
-def _session(store: Store, save: bool) -> Iterator[tuple[duckdb.DuckDBPyConnection, ReplayWriter | None]]:
-    """A connection to read sources through and, when ``save``, the one writer of the replays."""
+def _session(store: Store, save: bool, run_keys: list[str]
+             ) -> Iterator[tuple[Iterable[tuple[int, StoredEvents]], ReplayWriter | None]]:
+    """The source runs (read a chunk at a time) and, when ``save``, the one writer of the
+    replays; beside a server, see :class:`_StoredAtTheEnd`."""
+    if getattr(store, "serves_others", False):
+        with store.reader() as con:
+            sources = list(read_runs(con, run_keys, READ_CHUNK))
+        queue = _StoredAtTheEnd(store) if save else None
+        yield sources, queue
+        return
     if not save:
         with store.reader() as con:
-            yield con, None
+            yield read_runs(con, run_keys, READ_CHUNK), None
         return
     with store.writer() as con, ReplayWriter(con) as writer:
         reader = con.cursor()  # reads while the writer's batches commit on ``con``
         try:
-            yield reader, writer
+            yield read_runs(reader, run_keys, READ_CHUNK), writer
         finally:
             reader.close()
+
+
+class _StoredAtTheEnd:
+    """The replays of a store that ``recstore serve`` holds, kept in memory and stored in one
+    write by :meth:`close`: holding the writer while models answer (as the CLI's one writer
+    does) would stop every page and POST of the server for the whole replay. The sources were
+    read up front for the same reason."""
+
+    def __init__(self, store: Store):
+        self._store = store
+        self._queued: list[tuple[Prepared | Refused, list[dict], Placed]] = []
+
+    def add(self, prepared: Prepared | Refused, lineage: Iterable[dict]) -> Placed:
+        """Queue a replay as :meth:`ReplayWriter.add` does."""
+        placed = Placed()
+        self._queued.append((prepared, list(lineage), placed))
+        return placed
+
+    def close(self) -> None:
+        """Store what was queued, in one write."""
+        queued, self._queued = self._queued, []
+        if queued:
+            with self._store.writer() as con, ReplayWriter(con) as writer:
+                for prepared, lineage, placed in queued:
+                    writer.add(prepared, lineage, placed)
+                writer.close()
 
 
 def replay_stored(
@@ -200,9 +232,8 @@ def replay_stored(
     """
     results: list[ReplayResult | None] = [None] * len(run_keys)
     with (live_session(max_connections), worker_pool(workers if workers > 1 else 0) as pool,
-          _session(store, save) as (con, writer)):
-        replays = _replayed(pool, workers, job, read_runs(con, run_keys, READ_CHUNK), save,
-                            max_connections)
+          _session(store, save, run_keys) as (sources, writer)):
+        replays = _replayed(pool, workers, job, sources, save, max_connections)
         placed: dict[int, Placed] = {}  # where each stored replay went, known after close
         try:
             for done, (pos, key, replayed) in enumerate(replays, 1):

@@ -175,6 +175,12 @@ class Store:
             con.close()
 
     @contextmanager
+    def file_reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection that may write files (``COPY ... TO``: ``recstore export``)."""
+        with self.reader() as con:
+            yield con
+
+    @contextmanager
     def _store_errors(self) -> Iterator[None]:
         """A full disk or a corrupt block, met anywhere while the store is open, as one line
         naming the store (:func:`recstore.store.db.store_error`)."""
@@ -428,11 +434,15 @@ class Store:
             report.corrupt = True
         return report
 
+    def _upgrade(self) -> None:
+        """Bring an older store's schema up to date (``reader()`` does, briefly as a writer)."""
+        with self.reader():
+            pass
+
     def _verify(self, report: VerifyReport, progress: Progress) -> None:
         from recstore.store.rebuild import STORE_CATALOG, check_log
 
-        with self.reader():  # upgrades an older store before it is attached read-only
-            pass
+        self._upgrade()  # before it is attached read-only
         with self._store_errors():
             con = db.connect_attached(self.path, STORE_CATALOG, lock_timeout=self.lock_timeout,
                                       on_wait=self.on_lock_wait)
