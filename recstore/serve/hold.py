@@ -93,7 +93,7 @@ class ServedStore(Store):
 
     locked_down = True  # recstore.query.api.open_reader: readers are locked down already
     #: Other shells' commands run here too (``recstore.serve.capture``): a long one must not
-    #: hold the gate while it works (``recstore.replay.batch`` stores its replays at the end).
+    #: hold the gate while it works (``recstore.replay.batch`` stores its replays a group at a time).
     serves_others = True
 
     def __init__(self, path: str | Path, lock_timeout: float = store_db.DEFAULT_LOCK_TIMEOUT,
