@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import duckdb
 
 from recstore.errors import EmptySelectionError, InputError
-from recstore.query.limits import LimitWatch, QueryLimits, query_error
+from recstore.query.limits import LimitWatch, QueryLimitError, QueryLimits, query_error
 from recstore.query.output import BATCH_ROWS, ResultStream, RowBatch, plain_type
 from recstore.query.sqltext import lock_down, looks_like_sql, refuse_deep_nesting
 from recstore.query.views import Catalog, catalog_from_connection, default_catalog
@@ -33,7 +33,8 @@ class CompiledQuery:
     catalogue it was checked against.
 
     ``CompiledQuery.remembered(sql, language, catalog, text)`` is a query whose ``text`` the
-    guard passed on an earlier run as ``sql`` (:mod:`recstore.query.checked_cache`): it runs as
+    guard passed on an earlier run as ``sql`` (:mod:`recstore.query.checked_cache`), or, with
+    ``plain=True``, SQL that :mod:`recstore.query.plain_sql` accepted as written: it runs as
     ``sql``, and compiles ``text`` again only when something asks for its tree.
     """
 
@@ -43,13 +44,15 @@ class CompiledQuery:
         self.catalog = catalog
         self._text: str | None = None
         self._sql: str | None = None
+        self.plain = False  # accepted by plain_sql, not yet by the full guard
 
     @classmethod
-    def remembered(cls, sql: str, language: str, catalog: Catalog, text: str) -> CompiledQuery:
+    def remembered(cls, sql: str, language: str, catalog: Catalog, text: str, *,
+                   plain: bool = False) -> CompiledQuery:
         """The query ``text`` that compiled to the checked ``sql`` (see the class docstring)."""
         query = cls.__new__(cls)
         query._tree, query.language, query.catalog = None, language, catalog
-        query._text, query._sql = text, sql
+        query._text, query._sql, query.plain = text, sql, plain
         return query
 
     @property
@@ -89,7 +92,8 @@ class CompiledQuery:
 def compile_query(text: str, catalog: Catalog | None = None,
                   params: Mapping[str, Any] | None = None,
                   now: datetime | None = None, language: str | None = None, *,
-                  cache: CheckedCache | None = None) -> CompiledQuery:
+                  cache: CheckedCache | None = None,
+                  plain_on: duckdb.DuckDBPyConnection | None = None) -> CompiledQuery:
     """Compile SQL or DSL ``text``: ``language`` "sql" or "dsl", or by default SQL when its
     first word is a SQL statement keyword.
 
@@ -97,7 +101,10 @@ def compile_query(text: str, catalog: Catalog | None = None,
     from ``params``. DSL compiles to a tree that passes the same structural checks. With a
     ``cache``, a text compiled before (without parameters, and for the DSL without reading the
     clock) runs as the SQL it was checked as then, and a text that compiles is remembered (see
-    :mod:`recstore.query.checked_cache`).
+    :mod:`recstore.query.checked_cache`). With ``plain_on`` (the reader connection), SQL
+    without parameters that :mod:`recstore.query.plain_sql` understands runs as written,
+    without sqlglot (``query.plain``): should DuckDB refuse it, compile it again without
+    ``plain_on`` so that the full guard says why (as :func:`run_query` does).
 
     Raises:
         InputError: the query is refused, invalid, or too deeply nested to compile.
@@ -112,6 +119,11 @@ def compile_query(text: str, catalog: Catalog | None = None,
         sql = cache.get(key)
         if sql is not None:
             return CompiledQuery.remembered(sql, language, catalog, text)
+    if plain_on is not None and language == "sql" and not params:
+        from recstore.query.plain_sql import plain_select
+
+        if plain_select(text, catalog, plain_on):
+            return CompiledQuery.remembered(text, "sql", catalog, text, plain=True)
     with refuse_deep_nesting():
         if language == "sql":
             from recstore.query.guard import guard_sql
@@ -244,10 +256,12 @@ class _RowReader:
 def run_query(store: Store, text: str, params: Mapping[str, Any] | None = None,
               now: datetime | None = None, batch_rows: int = BATCH_ROWS, *,
               language: str | None = None, limits: QueryLimits | None = None,
-              arrow: bool = True, cache: CheckedCache | None = None) -> Iterator[ResultStream]:
+              arrow: bool = True, cache: CheckedCache | None = None,
+              plain: bool = False) -> Iterator[ResultStream]:
     """Compile and run ``text`` (``language`` and ``cache`` as in :func:`compile_query`) on
     ``store``; the result streams while the context is open. ``limits`` and ``arrow``: see
-    :func:`execute`.
+    :func:`execute`. ``plain``: SQL that :mod:`recstore.query.plain_sql` understands runs
+    without the full guard, unless DuckDB refuses it (then the guard checks it as always).
 
     Example (library use)::
 
@@ -256,9 +270,18 @@ def run_query(store: Store, text: str, params: Mapping[str, Any] | None = None,
                 print(row)
     """
     with open_reader(store) as con:
-        query = compile_query(text, catalog_from_connection(con), params, now, language,
-                              cache=cache)
-        result = execute(con, query, batch_rows, limits, arrow=arrow)
+        catalog = catalog_from_connection(con)
+        query = compile_query(text, catalog, params, now, language, cache=cache,
+                              plain_on=con if plain else None)
+        try:
+            result = execute(con, query, batch_rows, limits, arrow=arrow)
+        except InputError as exc:
+            if not query.plain or isinstance(exc, QueryLimitError):
+                raise
+            # DuckDB refused what plain_sql let through (an unknown column, a type mismatch):
+            # the full guard checks it, so the error is the one a checked query gives
+            query = compile_query(text, catalog, params, now, language, cache=cache)
+            result = execute(con, query, batch_rows, limits, arrow=arrow)
         try:
             yield result
         finally:
