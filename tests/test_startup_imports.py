@@ -109,11 +109,20 @@ def test_help_of_a_read_command_opens_nothing(command):
     assert len(modules) <= HELP_CEILING
 
 
-def test_a_query_of_timestamps_still_streams_arrow_without_pandas(db):
-    """Dates and timestamps take the Arrow path (see output.plain_type), and the CLI answers
-    pyarrow's pandas probe when pyarrow loads that late."""
+def test_a_small_result_of_timestamps_needs_no_arrow(db, tmp_path):
+    """Dates and timestamps Python holds read the same both ways (see api._RowReader); the
+    DSL's default fields of runs hold `started`, so every DSL query over runs prints one."""
+    modules = imported_modules("--db", db, "query", "status = 'completed' limit 3",
+                               env=_own_cache(tmp_path))
+    assert "recstore.query.dsl" in modules  # the trace is read right
+    assert _forbidden(modules, NEVER_ON_READ) == set()
+
+
+def test_a_timestamp_python_cannot_hold_still_streams_arrow_without_pandas(db):
+    """A year past 9999 or infinity takes the Arrow path, and the CLI answers pyarrow's pandas
+    probe when pyarrow loads that late."""
     modules = imported_modules("--db", db, "query",
-                               "SELECT run_key, started FROM runs LIMIT 2")
+                               "SELECT run_key, TIMESTAMP '10000-01-01' AS t FROM runs LIMIT 2")
     assert "pyarrow" in modules
     assert not {m for m in modules if m.startswith("pandas.")}
 
@@ -131,6 +140,31 @@ _PLAIN = ("SELECT * FROM (VALUES "
 
 def _plain_query() -> CompiledQuery:
     return CompiledQuery(guard_sql(_PLAIN, default_catalog()), "sql", default_catalog())
+
+
+# Dates and timestamps: in range they take the row path; a year past 9999, a year before 1 and
+# infinity take Arrow's, whose text says what is stored.
+_TIMES = ("SELECT * FROM (VALUES (TIMESTAMP '2024-01-02 03:04:05.123', DATE '2024-02-29'), "
+          "(TIMESTAMP '1970-01-01', DATE '0001-01-02'), (NULL, NULL)) t(ts, d)")
+_ODD_TIMES = ["SELECT TIMESTAMP '10000-01-01' AS t", "SELECT TIMESTAMP 'infinity' AS t",
+              "SELECT DATE '-infinity' AS d", "SELECT TIMESTAMP '0000-06-01' AS t",
+              "SELECT range AS t FROM range(TIMESTAMP '2024-01-01', TIMESTAMP '2024-01-02', "
+              "INTERVAL 1 SECOND)"]  # more rows than a batch: not all checked at once
+
+
+@pytest.mark.parametrize("sql", [_TIMES, *_ODD_TIMES], ids=lambda sql: sql[:40])
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_times_without_arrow_write_what_arrow_batches_write(tmp_path, sql, fmt):
+    con = duckdb.connect()
+    query = CompiledQuery.remembered(sql, "sql", default_catalog(), sql)
+    texts = {}
+    for arrow in (True, False):
+        result = execute(con, query, batch_rows=2000, arrow=arrow)
+        assert (result.schema is None) is (not arrow and sql == _TIMES)  # the path it takes
+        out = tmp_path / f"{fmt}-{arrow}.txt"
+        write_result(result, fmt, out)
+        texts[arrow] = out.read_text(encoding="utf-8")
+    assert texts[False] == texts[True]
 
 
 @pytest.mark.parametrize("fmt", ["table", "json", "ndjson", "csv"])

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
 from recstore.errors import EmptySelectionError, InputError
 from recstore.query.limits import LimitWatch, QueryLimitError, QueryLimits, query_error
-from recstore.query.output import BATCH_ROWS, ResultStream, RowBatch, plain_type
+from recstore.query.output import BATCH_ROWS, TIME_TYPES, ResultStream, RowBatch, plain_type
 from recstore.query.sqltext import lock_down, looks_like_sql, refuse_deep_nesting
 from recstore.query.views import Catalog, catalog_from_connection, default_catalog
 
@@ -205,7 +205,9 @@ def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
     default) stop it after a time, cut its rows (``result.truncated``) or let Ctrl-C stop it;
     they hold until the rows are read to the end or the result is closed. ``arrow=False``: the
     caller only reads ``rows()`` or writes a text format, so a result of plain column types
-    (:func:`~recstore.query.output.plain_type`) streams DuckDB's own rows, without pyarrow.
+    (:func:`~recstore.query.output.plain_type`) streams DuckDB's own rows, without pyarrow, as
+    does one with dates and timestamps when its first batch is all of it and Python holds
+    every such value (see ``_RowReader.whole_and_in_range``).
 
     Raises:
         InputError: DuckDB refused the query; QueryLimitError: it ran past ``limits.timeout``
@@ -216,11 +218,16 @@ def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
     try:
         relation = cursor.sql(query.sql)
         types = [str(t) for t in relation.types]
-        if arrow or not all(map(plain_type, types)):
+        reader: Any = None
+        if not arrow and all(plain_type(t) or t in TIME_TYPES for t in types):
+            reader = _RowReader(cursor, query.sql, batch_rows)
+            if not reader.whole_and_in_range([i for i, t in enumerate(types) if t in TIME_TYPES]):
+                cursor.abort()  # the rows read so far; Arrow's path runs the query again
+                reader = None
+        schema = None
+        if reader is None:
             reader = relation.to_arrow_reader(batch_rows)
             schema = reader.schema
-        else:
-            reader, schema = _RowReader(cursor, query.sql, batch_rows), None
     except (duckdb.Error, RuntimeError) as exc:
         watch.close()
         raise watch.error(exc) from None
@@ -241,6 +248,20 @@ class _RowReader:
         self._cursor = cursor.execute(sql)
         self._batch_rows = batch_rows
         self._first: list[tuple[Any, ...]] | None = cursor.fetchmany(batch_rows)
+
+    def whole_and_in_range(self, time_columns: list[int]) -> bool:
+        """Whether the first batch is the whole result and, in ``time_columns`` (DATE,
+        TIMESTAMP), holds only values Python's dates hold as themselves: DuckDB's rows give a
+        year past 9999 as text and infinity as Python's last (or first) instant, where Arrow's
+        path prints what is stored. Without time columns, always true."""
+        if not time_columns:
+            return True
+        rows = self._first or []
+        if len(rows) >= self._batch_rows:
+            return False  # more rows may follow, unchecked
+        edges = (datetime.min, datetime.max, date.min, date.max)
+        return not any(isinstance(row[i], str) or row[i] in edges
+                       for row in rows for i in time_columns)
 
     def __iter__(self) -> Iterator[RowBatch]:
         rows, self._first = self._first, None
