@@ -103,8 +103,9 @@ def compile_query(text: str, catalog: Catalog | None = None,
     clock) runs as the SQL it was checked as then, and a text that compiles is remembered (see
     :mod:`recstore.query.checked_cache`). With ``plain_on`` (the reader connection), SQL
     without parameters that :mod:`recstore.query.plain_sql` understands runs as written,
-    without sqlglot (``query.plain``): should DuckDB refuse it, compile it again without
-    ``plain_on`` so that the full guard says why (as :func:`run_query` does).
+    and the plainest DSL as the SQL :mod:`recstore.query.plain_dsl` writes for it, without
+    sqlglot (``query.plain``): should DuckDB refuse it, compile it again without ``plain_on``
+    so that the full guard says why (as :func:`run_query` does).
 
     Raises:
         InputError: the query is refused, invalid, or too deeply nested to compile.
@@ -119,11 +120,9 @@ def compile_query(text: str, catalog: Catalog | None = None,
         sql = cache.get(key)
         if sql is not None:
             return CompiledQuery.remembered(sql, language, catalog, text)
-    if plain_on is not None and language == "sql" and not params:
-        from recstore.query.plain_sql import plain_select
-
-        if plain_select(text, catalog, plain_on):
-            return CompiledQuery.remembered(text, "sql", catalog, text, plain=True)
+    plain = _plain_query(text, language, catalog, plain_on) if plain_on and not params else None
+    if plain is not None:
+        return plain
     with refuse_deep_nesting():
         if language == "sql":
             from recstore.query.guard import guard_sql
@@ -136,6 +135,23 @@ def compile_query(text: str, catalog: Catalog | None = None,
     if key is not None and cache is not None and timeless:
         cache.put(key, sql)
     return query
+
+
+def _plain_query(text: str, language: str, catalog: Catalog,
+                 con: duckdb.DuckDBPyConnection) -> CompiledQuery | None:
+    """``text`` as SQL that runs as written (:mod:`recstore.query.plain_sql`; a DSL text
+    through :mod:`recstore.query.plain_dsl` first), or None: the full compiler's to check."""
+    from recstore.query.plain_sql import plain_select
+
+    if language == "sql":
+        sql: str | None = text
+    else:
+        from recstore.query.plain_dsl import plain_dsl_sql
+
+        sql = plain_dsl_sql(text, catalog)
+    if sql is None or not plain_select(sql, catalog, con):
+        return None
+    return CompiledQuery.remembered(sql, language, catalog, text, plain=True)
 
 
 def compile_dsl(text: str, catalog: Catalog | None = None,

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from recstore.errors import QueryRefused
 from recstore.query.functions import check_calls
+from recstore.query.sqltext import scan
 from recstore.query.views import Catalog
 
 if TYPE_CHECKING:
@@ -133,20 +134,10 @@ class _Keywords:
 
 def _tokens(sql: str) -> list[_Token] | None:
     """The tokens of ``sql``, or None when some character or operator is not understood."""
-    tokens: list[_Token] = []
-    position = 0
-    while position < len(sql):
-        match = _TOKEN.match(sql, position)
-        if match is None:
-            return None
-        position = match.end()
-        kind = match.lastgroup or ""
-        if kind == "ws":
-            continue
-        token = _Token(kind, match.group(kind))
-        if kind == "op" and token.text not in OPERATORS:
-            return None
-        tokens.append(token)
+    scanned = scan(_TOKEN, sql)
+    tokens = [_Token(kind, text) for kind, text in scanned or ()]
+    if scanned is None or any(t.kind == "op" and t.text not in OPERATORS for t in tokens):
+        return None
     nots = sum(token.word == "not" for token in tokens)
     return tokens if len(tokens) <= MAX_TOKENS and nots <= MAX_NOTS else None
 
