@@ -112,6 +112,10 @@ def compile_query(text: str, catalog: Catalog | None = None,
     """
     catalog = catalog or default_catalog()
     language = "sql" if language == "sql" or language is None and looks_like_sql(text) else "dsl"
+    # plain first: it reads the text alone, where a cache key hashes the query layer's code
+    plain = _plain_query(text, language, catalog, plain_on) if plain_on and not params else None
+    if plain is not None:
+        return plain
     key = None
     if cache is not None and not params:
         from recstore.query.checked_cache import entry_key
@@ -120,9 +124,6 @@ def compile_query(text: str, catalog: Catalog | None = None,
         sql = cache.get(key)
         if sql is not None:
             return CompiledQuery.remembered(sql, language, catalog, text)
-    plain = _plain_query(text, language, catalog, plain_on) if plain_on and not params else None
-    if plain is not None:
-        return plain
     with refuse_deep_nesting():
         if language == "sql":
             from recstore.query.guard import guard_sql
