@@ -201,8 +201,11 @@ _GUARD_TESTS = [
 ]
 
 
-@pytest.mark.parametrize("text", hostile_lines("queries.txt") + hostile_lines(
-    "nested-queries.txt") + _GUARD_TESTS, ids=lambda text: text[:50])
+_HOSTILE = [t.format(out="/tmp/recstore-never") for t in hostile_lines("queries.txt")] + \
+    hostile_lines("catalog-functions.txt") + hostile_lines("nested-queries.txt") + _GUARD_TESTS
+
+
+@pytest.mark.parametrize("text", _HOSTILE, ids=lambda text: text[:50])
 def test_hostile_queries_go_to_the_full_guard(reader, text):
     con, catalog = reader
     assert not plain_select(text, catalog, con)
