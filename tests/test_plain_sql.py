@@ -47,7 +47,9 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[str] | str:
 
 _TEXT = ["status", "agent", "model", "error_name", "run_key"]
 _NUMBER = ["item_count", "tool_call_count", "duration_ms", "request_count"]
-_STRINGS = st.sampled_from(["'completed'", "'failed'", "'Triage'", "'it''s'", "''", "'%a%'"])
+_STRINGS = st.sampled_from(["'completed'", "'failed'", "'Triage'", "'it''s'", "''", "'%a%'"]) | \
+    st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=6).map(
+        lambda text: "'" + text.replace("'", "''") + "'")  # backslashes, quotes, any script
 _NUMBERS = st.integers(-5, 2000).map(str) | st.sampled_from(["0.5", "1.25"])
 
 
