@@ -195,8 +195,10 @@ def check_is_store(con: duckdb.DuckDBPyConnection, path: Path, *,
 
 def _has_store_mark(con: duckdb.DuckDBPyConnection) -> bool:
     columns = con.execute(
-        "SELECT table_name, list_sort(list(column_name)) FROM information_schema.columns "
-        "WHERE table_schema = 'main' AND table_catalog = current_database() "
+        # duckdb_columns(), not information_schema.columns: the same rows, without binding
+        # the information_schema view (~5 ms of every read command's start)
+        "SELECT table_name, list_sort(list(column_name)) FROM duckdb_columns() "
+        "WHERE schema_name = 'main' AND database_name = current_database() "
         "AND table_name IN ('meta', 'schema_migrations') GROUP BY table_name"
     ).fetchall()
     found = dict(columns)

@@ -333,30 +333,18 @@ class Store:
         """The stored record (current revision unless ``revision``), as ingested: canonical-equal
         and with the original key order."""
         with self.reader() as con:
+            return _stored_record(con, _resolve(con, run_ref), revision)
+
+    def record_and_row(self, run_ref: str, revision: int | None = None
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """:meth:`get_record` and, for the current revision, :meth:`run_row` (else ``{}``),
+        read in one connection: opening the file again costs `show` as much as both reads."""
+        from recstore.store.run_detail import read_run_row
+
+        with self.reader() as con:
             key = _resolve(con, run_ref)
-            if key.startswith("agentuse:"):  # a file-event stream: fold every revision
-                from recstore.store.agentuse_ingest import stored_record
-
-                return stored_record(con, key, revision)
-            if revision is None:
-                row = con.execute(
-                    "SELECT first_seq, last_seq FROM streams WHERE stream_key = ? "
-                    "ORDER BY revision DESC LIMIT 1",
-                    [key],
-                ).fetchone()
-            else:
-                row = con.execute(
-                    "SELECT first_seq, last_seq FROM streams WHERE stream_key = ? AND revision = ?",
-                    [key, revision],
-                ).fetchone()
-                if row is None:
-                    raise NotFoundError(f"run {key} has no revision {revision}")
-            rows = con.execute(
-                "SELECT type, payload FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", row
-            ).fetchall()
-        from recstore.formats.events import events_to_record
-
-        return events_to_record(rows)
+            return (_stored_record(con, key, revision),
+                    read_run_row(con, key) if revision is None else {})
 
     def load_runs(self, run_keys: list[str]) -> list[StoredRun]:
         """The current revisions of stored runs, in the order given, read in one connection.
@@ -509,6 +497,35 @@ def read_runs(
                                         record=agentuse_ingest.stored_record(con, key))
             else:
                 yield pos, StoredEvents(key, revision, record_hash, source_uri, events.get(key, []))
+
+
+
+def _stored_record(con: duckdb.DuckDBPyConnection, key: str, revision: int | None
+                   ) -> dict[str, Any]:
+    """The record of the stream ``key`` (see :meth:`Store.get_record`)."""
+    if key.startswith("agentuse:"):  # a file-event stream: fold every revision
+        from recstore.store.agentuse_ingest import stored_record
+
+        return stored_record(con, key, revision)
+    if revision is None:
+        row = con.execute(
+            "SELECT first_seq, last_seq FROM streams WHERE stream_key = ? "
+            "ORDER BY revision DESC LIMIT 1",
+            [key],
+        ).fetchone()
+    else:
+        row = con.execute(
+            "SELECT first_seq, last_seq FROM streams WHERE stream_key = ? AND revision = ?",
+            [key, revision],
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"run {key} has no revision {revision}")
+    rows = con.execute(
+        "SELECT type, payload FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", row
+    ).fetchall()
+    from recstore.formats.events import events_to_record
+
+    return events_to_record(rows)
 
 
 def _resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:
