@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import tempfile
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -106,9 +107,17 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> None:
     from recstore.store.prepare import WORKER_BYTES, default_workers
 
     workers = default_workers(WORKER_BYTES) if options.workers is None else options.workers
+    # uvicorn stops on SIGTERM, then raises it again with the handler it found: with Python's
+    # default one the process died there, leaving the serve file and the WAL (docker stop,
+    # systemctl stop); this one unwinds like Ctrl-C does, so the store is closed and the file gone
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     with worker_pool(workers) as pool:  # forked before this process opens DuckDB
         no_more_worker_pools()  # commands run for other shells (replay --workers) fork none
         _serve(options, announce, ServedStore(options.db, pool=pool, workers=workers))
+
+
+def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _serve(options: ServeOptions, announce: Callable[[str], None], store: ServedStore) -> None:

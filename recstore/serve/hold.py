@@ -246,8 +246,10 @@ class ServedStore(Store):
             self._close_reader()
             self._release_writer()
             if Path(f"{self.path}.wal").exists():
-                with Store.writer(self):
-                    pass  # the last connection's close checkpoints
+                # explicitly: a cursor a thread still holds keeps DuckDB's database open, so the
+                # checkpoint of the last connection's close may not come
+                with Store.writer(self) as con:
+                    con.execute("CHECKPOINT")
 
     def _read_connection(self) -> duckdb.DuckDBPyConnection:
         if self._held is not None:  # the gate is shared: no write runs, the writer lingers
