@@ -1,7 +1,8 @@
 """Ingest against DuckDB's own reader of the same NDJSON: time, memory and bytes, at several sizes.
 
 The corpus is NDJSON of N realistic RunRecords from ``recstore.synth`` (2,000 distinct records
-repeated with fresh runIds up to N). The floor, measured in the same run, is DuckDB loading the
+repeated with fresh runIds up to N), or with ``--shape aioc-dev`` the 1,200 real records of the
+dev corpus (tests/fixtures/aioc/corpus-dev, written by the aioc runtime) repeated the same way. The floor, measured in the same run, is DuckDB loading the
 same file into one table, the least any loader must do::
 
     CREATE TABLE runs AS SELECT json->>'runId' id, json->>'status' status,
@@ -27,6 +28,7 @@ process, so ``1 / writer`` bounds ingest however many cores prepare records; the
 every core busy. With no worker processes (a small input), the writer prepares records itself.
 
 Run: python benchmarks/bench_ingest.py [--sizes 6000,60000,200000] [--repeat 3] [--profile N]
+     [--shape synth|aioc-dev]
 """
 
 from __future__ import annotations
@@ -47,16 +49,36 @@ from pathlib import Path
 DISTINCT = 2000
 
 
-def write_corpus(path: Path, n: int, paired: bool = False) -> None:
-    """N records as NDJSON; runIds are unique, content repeats every 2,000 records.
+#: The real aioc records in the repository (written by the aioc runtime): ``--shape aioc-dev``
+DEV_CORPUS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "aioc" / "corpus-dev"
+
+
+def shape_records(shape: str, n: int) -> list[dict]:
+    """Up to ``DISTINCT`` records of ``shape``: ``synth`` (recstore.synth, seed 42) or
+    ``aioc-dev`` (the dev corpus's 1,200 baseline and candidate records, as the aioc runtime
+    wrote them; real records cost several times synth ones per record to ingest)."""
+    if shape == "synth":
+        from recstore.synth import generate_corpus
+
+        return generate_corpus(min(n, DISTINCT), seed=42)
+    import gzip
+
+    records = []
+    for name in ("corpus-baseline.ndjson.gz", "corpus-candidate.ndjson.gz"):
+        with gzip.open(DEV_CORPUS / name, "rt", encoding="utf-8") as fh:
+            records.extend(json.loads(line) for line in fh if line.strip())
+    return records[:n]
+
+
+def write_corpus(path: Path, n: int, paired: bool = False, shape: str = "synth") -> None:
+    """N records as NDJSON; runIds are unique, content repeats every 2,000 records (every
+    1,200 for ``shape="aioc-dev"``).
 
     ``paired``: records 2k and 2k+1 share ``metadata.caseId`` (``bench-case-<k>``) and are the
     two arms of a comparison (``metadata.arm`` ``a`` and ``b``; their contents differ).
 
     synth plants lone surrogates (valid JSON that DuckDB's parser rejects); they become U+FFFD
     so the floor can read the same file."""
-    from recstore.synth import generate_corpus
-
     def template(record: dict) -> str:
         record = {**record, "runId": "@@RUN@@"}
         if paired:
@@ -65,7 +87,7 @@ def write_corpus(path: Path, n: int, paired: bool = False) -> None:
         return (json.dumps(record, ensure_ascii=False).encode("utf-16", "surrogatepass")
                 .decode("utf-16", "replace"))
 
-    templates = [template(record) for record in generate_corpus(min(n, DISTINCT), seed=42)]
+    templates = [template(record) for record in shape_records(shape, n)]
     with open(path, "w", encoding="utf-8") as fh:
         for i in range(n):
             line = templates[i % len(templates)].replace("@@RUN@@", f"bench-{i:08d}", 1)
@@ -188,9 +210,9 @@ def _median(results: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in results)
 
 
-def measure(work: Path, n: int, repeat: int) -> dict:
+def measure(work: Path, n: int, repeat: int, shape: str = "synth") -> dict:
     corpus = work / f"corpus-{n}.ndjson"
-    write_corpus(corpus, n)
+    write_corpus(corpus, n, shape=shape)
     floor, hashed, ours = [], [], []
     for _ in range(repeat):  # interleaved: a noisy neighbour hits every phase
         floor.append(_run("floor", corpus, work / "floor.duckdb"))
@@ -244,6 +266,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="6000,60000", help="comma-separated record counts")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved runs per size")
+    parser.add_argument("--shape", choices=("synth", "aioc-dev"), default="synth",
+                        help="records from recstore.synth, or the real aioc dev corpus's")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="also profile an ingest of N records")
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
@@ -256,7 +280,8 @@ def main() -> None:
         return
 
     sizes = [int(s) for s in args.sizes.split(",")]
-    print(f"ingest vs DuckDB read_ndjson_objects (medians of {args.repeat} interleaved runs, "
+    print(f"ingest of {args.shape} records vs DuckDB read_ndjson_objects "
+          f"(medians of {args.repeat} interleaved runs, "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f})")
     header = (f"{'records':>8} {'NDJSON MB':>9} | {'rec/s':>7} {'floor rec/s':>11} "
               f"{'wall ratio':>10} {'CPU ratio':>9} | {'B/run':>6} {'floor B/run':>11} "
@@ -267,7 +292,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         for n in sizes:
-            r = measure(Path(tmp), n, args.repeat)
+            r = measure(Path(tmp), n, args.repeat, args.shape)
             rows.append(r)
             print(f"{n:>8,} {r['ndjson_mb']:>9,.0f} | {n / r['recstore_seconds']:>7,.0f} "
                   f"{n / r['floor_seconds']:>11,.0f} {r['wall_ratio']:>10.2f} "
@@ -282,7 +307,7 @@ def main() -> None:
         print_cpu_split(rows)
         if args.profile:
             corpus = Path(tmp) / "profile.ndjson"
-            write_corpus(corpus, args.profile)
+            write_corpus(corpus, args.profile, shape=args.shape)
             print(f"\nprofile of ingesting {args.profile:,} records (top functions by own time):")
             profile_ingest(corpus, Path(tmp) / "profile.duckdb")
 

@@ -8,7 +8,9 @@ less sensitive to other processes than wall time) and their ratios. The goal: ev
 command, and its --help, within 1.5x of the script; --version and --help under 0.3 s.
 A query text runs the SQL the guard checked on its first run from then on (the cache of
 recstore.query.checked_cache, kept in the temporary directory here); the "unchecked" rows run
-the same texts with the cache off, as a text never run before does.
+the same texts with the cache off, as a text never run before does. The texts here are all
+plain (recstore.query.plain_sql / plain_dsl), which run without the guard or the cache either
+way; the cache serves SQL and DSL beyond that subset.
 
 Run: python benchmarks/bench_startup.py [--runs 9] [--top 12] [--sizes 200 2000] [--db STORE]
 (without --db a store of each size of synth runs is built in a temporary directory, and the

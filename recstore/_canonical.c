@@ -548,12 +548,70 @@ static PyObject *dumps(PyObject *module, PyObject *args)
     return b.bytes;
 }
 
+/* ---- depth ------------------------------------------------------------------------------ */
+
+/* Whether v nests arrays/objects deeper than limit (v itself at depth `depth`): 1 yes, 0 no,
+ * UNSUPPORTED_DEPTH for a subclass of dict or list (the Python walk decides those). Recursion
+ * stops at limit + 1 levels, so the C stack stays bounded by the caller's limit. */
+#define UNSUPPORTED_DEPTH 2
+
+static int deeper_than(PyObject *v, long depth, long limit)
+{
+    if (depth > limit)
+        return 1;
+    if (PyDict_CheckExact(v)) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *child;
+        while (PyDict_Next(v, &pos, &key, &child)) {
+            if (PyDict_Check(child) || PyList_Check(child)) {
+                int rc = deeper_than(child, depth + 1, limit);
+                if (rc)
+                    return rc;
+            }
+        }
+        return 0;
+    }
+    if (PyList_CheckExact(v)) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++) {
+            PyObject *child = PyList_GET_ITEM(v, i);
+            if (PyDict_Check(child) || PyList_Check(child)) {
+                int rc = deeper_than(child, depth + 1, limit);
+                if (rc)
+                    return rc;
+            }
+        }
+        return 0;
+    }
+    return UNSUPPORTED_DEPTH;
+}
+
+static PyObject *too_deep(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *value;
+    long limit;
+    if (!PyArg_ParseTuple(args, "Ol:too_deep", &value, &limit))
+        return NULL;
+    if (limit < 0 || limit > MAX_DEPTH) {
+        PyErr_SetString(PyExc_ValueError, "too_deep: limit out of range");
+        return NULL;
+    }
+    int rc = deeper_than(value, 1, limit);
+    if (rc == UNSUPPORTED_DEPTH)
+        Py_RETURN_NONE;
+    return PyBool_FromLong(rc);
+}
+
 static PyMethodDef methods[] = {
     {"dumps", dumps, METH_VARARGS,
      "dumps(value, known=None) -> bytes | None\n\naioc's canonical JSON of a JSON-sourced "
      "value, UTF-8 encoded; None when the value needs the Python path (subclasses, other "
      "types, deep nesting). known: for a dict value, {key: bytes} of members whose canonical "
      "JSON is already known (written as given)."},
+    {"too_deep", too_deep, METH_VARARGS,
+     "too_deep(value, limit) -> bool | None\n\nWhether a JSON-sourced list or dict nests "
+     "lists/dicts more than limit levels deep (the value itself is level 1); None when the "
+     "value is not an exact list or dict or holds a subclass of one (the Python walk decides)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -52,13 +52,15 @@ _PROTECTED: dict[str, str] = {f"*{os.sep}{EXPORT_MANIFEST}": "a recstore export 
 
 def protect_store_files(db_path: str | os.PathLike) -> None:
     """From now on, refuse outputs onto the store ``db_path`` or the files recstore keeps beside
-    it: DuckDB's write-ahead log, the sweep lock files (``recstore.sweep.locks``) and a new
+    it: DuckDB's write-ahead log, the sweep lock files (``recstore.sweep.locks``), the file that
+    names its server (``recstore serve``) and a new
     store being created (``recstore.store.db``)."""
     real = os.path.realpath(db_path)
     base = glob.escape(real)
     _PROTECTED.setdefault(base, f"the store {db_path}")
     _PROTECTED.setdefault(base + ".wal", f"the write-ahead log of the store {db_path}")
     _PROTECTED.setdefault(base + ".sweep*.lock", f"a lock file of the store {db_path}")
+    _PROTECTED.setdefault(base + ".serve.json", f"the server file of the store {db_path}")
     folder, name = os.path.split(real)
     _PROTECTED.setdefault(os.path.join(glob.escape(folder), f".{glob.escape(name)}.*.new*"),
                           f"a store being created for {db_path}")

@@ -34,7 +34,7 @@ from recstore.errors import CommandError
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES", "CommandError", "Finished", "exit_with_parent",
-    "kill_running_commands", "run_command",
+    "kill_running_commands", "no_more_worker_pools", "run_command",
     "utf8_output", "worker_pool",
 ]
 
@@ -294,6 +294,17 @@ def exit_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="recstore-parent-watch", daemon=True).start()
 
 
+_pools_allowed = True
+
+
+def no_more_worker_pools() -> None:
+    """From now on :func:`worker_pool` yields None (the work runs in this process):
+    ``recstore serve`` runs other shells' commands in threads beside DuckDB's, and a fork then
+    would copy their locks in whatever state they are."""
+    global _pools_allowed
+    _pools_allowed = False
+
+
 @contextmanager
 def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
     """``workers`` worker processes, started now and ended with the block (None for 0).
@@ -305,7 +316,7 @@ def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
     wait for the store's lock), and re-importing the package costs about a second per worker.
     Each worker exits when this process dies (:func:`exit_with_parent`).
     """
-    if workers <= 0:
+    if workers <= 0 or not _pools_allowed:
         yield None
         return
     import multiprocessing

@@ -213,3 +213,52 @@ def test_c_equals_python_at_any_depth(depth, leaf):
         return
     assert c_dumps(value) in (expected, None)  # None: deeper than the C limit, Python prints it
     assert canonical_bytes(value) == expected
+
+
+def _container_depth(value) -> int:
+    """Levels of lists/dicts in ``value`` (a scalar is 0): the reference for the depth walk."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    elif not isinstance(value, list):
+        return 0
+    return 1 + max(map(_container_depth, value), default=0)
+
+
+def _python_walk(value, text):
+    """nested_too_deep on the pure-Python path."""
+    saved = canonical._c_too_deep
+    canonical._c_too_deep = None
+    try:
+        return canonical.nested_too_deep(value, text)
+    finally:
+        canonical._c_too_deep = saved
+
+
+@needs_c
+@settings(max_examples=150)
+@given(st.integers(0, 420), json_values, st.lists(json_values, max_size=3), st.integers(1, 512))
+def test_the_depth_walk_in_c_answers_as_python(depth, leaf, siblings, limit):
+    from recstore._canonical import too_deep
+
+    value = [*siblings, _nested(depth, leaf)]  # a deep branch among shallow ones
+    assert too_deep(value, limit) == (_container_depth(value) > limit)
+    text = json.dumps(value)
+    assert canonical.nested_too_deep(value, text) == _python_walk(value, text)
+    assert canonical.nested_too_deep(value) == _python_walk(value, None)
+
+
+class Mapping(dict):
+    pass
+
+
+@needs_c
+@pytest.mark.parametrize("deep", [False, True])
+def test_the_depth_walk_leaves_subclasses_and_scalars_to_python(deep):
+    from recstore._canonical import too_deep
+
+    value = [Mapping(k=_nested(250 if deep else 3, 1))]
+    assert too_deep(value, 200) is None
+    assert too_deep("[[[", 200) is None
+    assert canonical.nested_too_deep(value) is deep
+    with pytest.raises(ValueError):
+        too_deep([], 513)  # past the C limit: a caller's limit cannot deepen the C stack

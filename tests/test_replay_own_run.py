@@ -83,3 +83,25 @@ def test_a_batch_of_harness_replays_keeps_each_replay_its_own_run(tmp_path):
     keys = [r.replay_run_key for r in results]
     assert len(set(keys)) == 2 and all(k == f"aioc:{r.report.replay_run_id}"
                                        for k, r in zip(keys, results, strict=True))
+
+
+def test_a_replay_beside_a_server_is_stored_a_group_at_a_time(tmp_path, monkeypatch):
+    """A served store (recstore serve) stores a replay's records in groups, each one write: a
+    server stopped mid-replay keeps what earlier groups stored, and no write holds the store
+    while models answer. Groups of two over four sources make two batches."""
+    from recstore.replay import batch
+    from recstore.serve.hold import ServedStore
+
+    Store(tmp_path / "s.duckdb").ingest(
+        [str(AIOC_FIXTURES / f"{name}.json") for name in (*BASE, "handoff-allow", "v-handoff-cycle")])
+    monkeypatch.setattr(batch, "GROUP_REPLAYS", 2)
+    served = ServedStore(tmp_path / "s.duckdb")
+    try:
+        keys = [f"aioc:{name}" for name in (*BASE, "handoff-allow", "v-handoff-cycle")]
+        results = batch.replay_stored(served, keys, batch.ReplayJob())
+        with served.reader() as con:
+            batches = con.execute("SELECT replay_run_key, batch_id FROM replays").fetchall()
+    finally:
+        served.close()
+    assert sorted(k for k, _ in batches) == sorted(r.replay_run_key for r in results)
+    assert len({b for _, b in batches}) == 2

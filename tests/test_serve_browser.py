@@ -87,6 +87,25 @@ def test_pair_page_shows_the_aligned_diff(server):
     shot(profile, page, "pair")
 
 
+def test_pair_page_shows_a_whitespace_difference_visibly(server):
+    # responses that differ only by a trailing NBSP look alike as text: the pair page lists the
+    # difference with each side written out, as `compare A B` prints it
+    url, profile = server
+    record = json.loads((FIXTURES / "aioc" / "simple-run.json").read_text())
+    keys = []
+    for run_id, response in (("nbsp-a", "Done."), ("nbsp-b", "Done.\u00a0")):
+        record.update(runId=run_id, response=response)
+        httpx.post(url + "v1/runrecords", content=json.dumps(record),
+                   headers={"content-type": "application/json"}, timeout=60).raise_for_status()
+        keys.append("aioc:" + run_id)
+    dom = page_dom(profile, url + "pair?" + urlencode({"baseline": keys[0], "candidate": keys[1]}))
+    table = re.search(r'<table id="differences".*?</table>', dom, re.S).group(0)
+    rows = re.findall(r'<td class="mono">([^<]*)</td><td>([^<]*)</td>\s*<td><pre class="diff-side">'
+                      r'([^<]*)</pre></td>\s*<td><pre class="diff-side">([^<]*)</pre></td>', table)
+    assert rows == [("response", "mismatch", '"Done."', '"Done.\\u00a0"')]
+    assert "different (1 difference):" in dom
+
+
 def test_compare_report_links_run_pages(server):
     url, profile = server
     page = url + "compare?" + urlencode({"baseline": "tag.set = 'baseline'",

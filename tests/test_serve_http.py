@@ -7,9 +7,11 @@ import gzip
 import json
 import os
 import re
+import signal
 import stat
 from pathlib import Path
 
+import duckdb
 import httpx
 import pytest
 
@@ -297,6 +299,28 @@ def test_ctrl_c_stops_cleanly_and_removes_the_serve_file(tmp_path):
         assert not info.exists()
         assert "Traceback" not in proc.stderr.read()
     assert os.path.exists(db)
+
+
+def test_sigterm_stops_cleanly_checkpoints_and_removes_the_serve_file(tmp_path):
+    # docker stop / systemctl stop send SIGTERM: the server must unwind as on Ctrl-C, not die
+    # with the serve file left behind and the posted record only in the WAL
+    db = tmp_path / "t.duckdb"
+    record = json.loads((FIXTURES / "aioc" / "simple-run.json").read_text())
+    with served(db) as (url, proc, _):
+        info = db.with_name(db.name + ".serve.json")
+        answer = post(url, "/v1/runrecords", json.dumps(record).encode(), "application/json")
+        assert answer.json()["accepted"] == 1
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM
+        assert not info.exists()
+        assert "Traceback" not in proc.stderr.read()
+    assert not db.with_name(db.name + ".wal").exists()
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+    finally:
+        con.close()
 
 
 def test_cli_beside_the_server_sends_read_commands_to_it(server):

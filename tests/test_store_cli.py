@@ -268,3 +268,20 @@ def test_verify_catches_tampering(tmp_path):
     report = json.loads(proc.stdout)
     assert proc.returncode == 1 and not report["ok"]
     assert any("hash does not match" in p for p in report["problems"])
+
+
+def test_show_prints_the_revision_asked_for(tmp_path):
+    """`show` reads the record and its runs row in one connection (issue 27.1): the current
+    revision shows its own question and status line, an older one its own question."""
+    db = tmp_path / "s.duckdb"
+    first = json.loads(_corpus_lines(1)[0])
+    second = {**first, "question": "what changed since the first revision?"}
+    for n, record in enumerate((first, second)):
+        path = tmp_path / f"r{n}.json"
+        path.write_text(json.dumps(record), encoding="utf-8")
+        assert recstore(db, "ingest", str(path)).returncode == 0
+    current = recstore(db, "show", first["runId"], "--no-pager").stdout.decode()
+    older = recstore(db, "show", first["runId"], "--revision", "1", "--no-pager").stdout.decode()
+    assert "what changed since the first revision?" in current
+    assert "what changed since the first revision?" not in older
+    assert older and current != older

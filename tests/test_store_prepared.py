@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
+import subprocess
+import sys
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
@@ -25,7 +27,7 @@ from recstore.store.ingest import BatchWriter
 from recstore.store.prepare import Prepared, Preparer, Refused, prepare, record_hash
 from recstore.store.store import read_runs
 from recstore.synth import generate_corpus
-from tests.conftest import AGENTUSE_DATA
+from tests.conftest import AGENTUSE_DATA, REPO_ROOT
 
 CORPUS = list(generate_corpus(12, seed=3))  # synth plants odd numbers, keys and surrogates
 NOT_A_RECORD = {"runId": "broken", "items": "not a list"}
@@ -249,3 +251,36 @@ def test_chunk_records_placed_in_sql_keep_revisions_duplicates_and_tags_in_one_b
     again = store.ingest([str(path)], tags={"k": "w"}, workers=workers, batch_size=4)
     assert (again.accepted, again.revised, again.tagged) == (0, 3, len(CORPUS))
     assert store.verify().ok
+
+
+_FIRST_CHUNK = """
+import sys
+from recstore.formats.jsontext import dumps_json
+from recstore.formats.reader import PENDING, RawInput
+from recstore.store import Store
+from recstore.store.chunks import import_lazy_modules, store_schema
+from recstore.store.prepare import _prepare_chunk
+from recstore.synth import generate_corpus
+
+raws = [RawInput("r", i, None, PENDING, data=dumps_json(r).encode())
+        for i, r in enumerate(generate_corpus(3, seed=1))]
+with Store(sys.argv[1]).writer() as con:
+    schema = store_schema(con)
+import_lazy_modules()  # what Store.ingest does before it forks its workers
+def packages():
+    return {name.partition(".")[0] for name in sys.modules}
+before = packages()
+_prepare_chunk(raws, "aioc", schema)  # a worker's first chunk
+print(sorted(packages() - before))
+"""
+
+
+def test_a_worker_forked_by_ingest_imports_nothing_at_its_first_chunk(tmp_path):
+    """Store.ingest imports what staging a chunk imports lazily before it forks its workers
+    (pyarrow's first array from a list imports pandas when it is installed: 0.3-0.4 s of CPU in
+    every worker), so a worker's first chunk imports no package."""
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST_CHUNK, str(tmp_path / "s.duckdb")], cwd=REPO_ROOT,
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout
+    assert out.strip() == "[]"

@@ -11,7 +11,7 @@ import shutil
 
 import duckdb
 
-from recstore.store import Store
+from recstore.store import Store, db
 
 from .conftest import AIOC_FIXTURES, FIXTURES
 
@@ -117,3 +117,33 @@ def test_a_store_from_before_schema_007_gets_the_tool_calls_view_that_skips_unus
                        ).fetchone()[0]
     con.close()
     assert "coalesce(t.output_seq, -1)" in view.lower()
+
+
+def test_a_store_whose_view_sql_is_older_than_shipped_defines_its_views_again(tmp_path):
+    # a view change ships no schema file: the store keeps the digest of the view SQL it was
+    # defined with, and a reader of a store whose digest differs brings its views up to date
+    store = Store(tmp_path / "s.duckdb")
+    store.ingest([str(AIOC_FIXTURES / f"{name}.json") for name in RECORDS])
+    con = duckdb.connect(str(store.path))
+    assert con.execute("SELECT value FROM meta WHERE key = 'views_digest'").fetchall() == [
+        (db.views_digest(),)]
+    expected = con.execute("SELECT * FROM runs ORDER BY run_key").fetchall()
+    con.execute("CREATE OR REPLACE VIEW runs AS SELECT 'stale' AS run_key")
+    con.execute("UPDATE meta SET value = 'digest of older view SQL' WHERE key = 'views_digest'")
+    con.close()
+    with store.reader() as reader:
+        assert reader.execute("SELECT * FROM runs ORDER BY run_key").fetchall() == expected
+        assert reader.execute("SELECT value FROM meta WHERE key = 'views_digest'"
+                              ).fetchall() == [(db.views_digest(),)]
+
+
+def test_a_store_with_the_shipped_views_opens_without_a_writer(tmp_path):
+    # the digest check costs a reader nothing more than the meta read it makes already: an
+    # up-to-date store is not upgraded, so a reader beside another reader never needs the lock
+    store = Store(tmp_path / "s.duckdb")
+    store.ingest([str(AIOC_FIXTURES / f"{name}.json") for name in RECORDS])
+    con = duckdb.connect(str(store.path), read_only=True)
+    try:
+        assert not db.upgrade_due(con, store.path)
+    finally:
+        con.close()

@@ -153,7 +153,8 @@ class _Command(click.Command):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context):  # noqa: D102 - click hook
-        answer_the_probe_when_pyarrow_loads()
+        if not (ctx.obj or {}).get("served_store"):  # a server's threads: sys.meta_path stays
+            answer_the_probe_when_pyarrow_loads()
         return super().invoke(ctx)
 
 
@@ -235,22 +236,28 @@ def cli(ctx: click.Context, db: str, debug: bool) -> None:
 
 
 def _to_server(ctx: click.Context, command: str, db: str) -> None:
-    """Send a read command on a store that `recstore serve` holds to that server (docs/serve.md:
+    """Send a command on a store that `recstore serve` holds to that server (docs/serve.md:
     working beside the server), print what it answers and exit with its status."""
-    from recstore.serve.client import FORWARDED, absolute_paths, forward, server_for
+    from recstore.serve.client import (
+        FORWARDED,
+        absolute_paths,
+        forward,
+        refusal,
+        runs_locally,
+        server_for,
+    )
 
-    if command not in FORWARDED or "-h" in sys.argv or "--help" in sys.argv:
-        return
-    info = server_for(db)
-    if info is None:
+    if command not in FORWARDED | {"serve"} or "-h" in sys.argv or "--help" in sys.argv:
         return
     argv = sys.argv[1:]
     args = argv[argv.index(command) + 1:] if command in argv else []
-    try:
-        args = absolute_paths(command, args)
-    except ValueError as exc:
-        raise RecstoreError(f"{db} is served by {info['url']}: {exc}") from None
-    answer = forward(info, command, args)
+    info = None if runs_locally(command, args) else server_for(db)
+    if info is None:
+        return
+    why = refusal(command, args)
+    if why is not None:
+        raise RecstoreError(f"{db} is served by {info['url']}: {why}")
+    answer = forward(info, command, absolute_paths(ctx.command.get_command(ctx, command), args))
     sys.stdout.write(answer["stdout"])
     sys.stderr.write(answer["stderr"])
     ctx.exit(answer["exit_code"])

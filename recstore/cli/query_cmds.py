@@ -140,7 +140,7 @@ def query_cmd(ctx: click.Context, text: str, params: tuple[str, ...], explain: b
     text, bound, language = _resolve_saved(text, values)
     with run_query(existing_store(ctx, lock_timeout), text, bound, language=language,
                    limits=limits, arrow=fmt == "parquet",
-                   cache=CheckedCache.default()) as result:
+                   cache=CheckedCache.default(), plain=True) as result:
         _write(result, columns, fmt, output, vertical, width, limits.max_rows)
     if output is not None:
         wrote(output, quiet=quiet)

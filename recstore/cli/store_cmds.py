@@ -310,11 +310,10 @@ def show(ctx: click.Context, run: str, revision: int | None, no_pager: bool, wid
       recstore show 81e3aee0 --json
     """
     store = _store(ctx, lock_timeout)
-    record = store.get_record(run, revision=revision)
     if as_json:
-        click.echo(dumps(record))
+        click.echo(dumps(store.get_record(run, revision=revision)))
         return
-    row = store.run_row(run) if revision is None else {}
+    record, row = store.record_and_row(run, revision=revision)
     width = table_width(width, sys.stdout)
     text = _show_lead(record, row, width) + "\n" + render_analysis(records.analyze(record), width)
     terminal = shutil.get_terminal_size()

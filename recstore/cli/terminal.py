@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,8 +21,8 @@ import click
 from recstore.errors import InputError
 
 __all__ = [
-    "CliProgress", "columns_option", "name_values", "quiet_option", "say", "table_width",
-    "vertical_option", "width_option", "wrote",
+    "CliProgress", "columns_for", "columns_option", "name_values", "quiet_option", "say",
+    "table_width", "vertical_option", "width_option", "wrote",
 ]
 
 quiet_option = click.option("--quiet", "-q", is_flag=True,
@@ -48,8 +50,24 @@ def table_width(width: int | None, stream: IO[str] | None) -> int | None:
         return width
     if stream is not None and stream.isatty():
         return shutil.get_terminal_size().columns  # $COLUMNS first, as the shell's
-    columns = os.environ.get("COLUMNS", "")
+    columns = getattr(_THREAD, "columns", None)
+    if columns is None:
+        columns = os.environ.get("COLUMNS", "")
     return int(columns) if columns.isdigit() and int(columns) > 0 else None
+
+
+_THREAD = threading.local()
+
+
+@contextmanager
+def columns_for(columns: str | None) -> Iterator[None]:
+    """``$COLUMNS`` for :func:`table_width` in this thread only: the server runs commands for
+    other shells in parallel, each with its own shell's width (``""``: none)."""
+    _THREAD.columns = columns or ""
+    try:
+        yield
+    finally:
+        _THREAD.columns = None
 
 
 def wrote(path: str | Path, *, quiet: bool = False) -> None:

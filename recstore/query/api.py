@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
 from recstore.errors import EmptySelectionError, InputError
-from recstore.query.limits import LimitWatch, QueryLimits, query_error
-from recstore.query.output import BATCH_ROWS, ResultStream, RowBatch, plain_type
+from recstore.query.limits import LimitWatch, QueryLimitError, QueryLimits, query_error
+from recstore.query.output import BATCH_ROWS, TIME_TYPES, ResultStream, RowBatch, plain_type
 from recstore.query.sqltext import lock_down, looks_like_sql, refuse_deep_nesting
 from recstore.query.views import Catalog, catalog_from_connection, default_catalog
 
@@ -33,7 +33,8 @@ class CompiledQuery:
     catalogue it was checked against.
 
     ``CompiledQuery.remembered(sql, language, catalog, text)`` is a query whose ``text`` the
-    guard passed on an earlier run as ``sql`` (:mod:`recstore.query.checked_cache`): it runs as
+    guard passed on an earlier run as ``sql`` (:mod:`recstore.query.checked_cache`), or, with
+    ``plain=True``, SQL that :mod:`recstore.query.plain_sql` accepted as written: it runs as
     ``sql``, and compiles ``text`` again only when something asks for its tree.
     """
 
@@ -43,13 +44,15 @@ class CompiledQuery:
         self.catalog = catalog
         self._text: str | None = None
         self._sql: str | None = None
+        self.plain = False  # accepted by plain_sql, not yet by the full guard
 
     @classmethod
-    def remembered(cls, sql: str, language: str, catalog: Catalog, text: str) -> CompiledQuery:
+    def remembered(cls, sql: str, language: str, catalog: Catalog, text: str, *,
+                   plain: bool = False) -> CompiledQuery:
         """The query ``text`` that compiled to the checked ``sql`` (see the class docstring)."""
         query = cls.__new__(cls)
         query._tree, query.language, query.catalog = None, language, catalog
-        query._text, query._sql = text, sql
+        query._text, query._sql, query.plain = text, sql, plain
         return query
 
     @property
@@ -89,7 +92,8 @@ class CompiledQuery:
 def compile_query(text: str, catalog: Catalog | None = None,
                   params: Mapping[str, Any] | None = None,
                   now: datetime | None = None, language: str | None = None, *,
-                  cache: CheckedCache | None = None) -> CompiledQuery:
+                  cache: CheckedCache | None = None,
+                  plain_on: duckdb.DuckDBPyConnection | None = None) -> CompiledQuery:
     """Compile SQL or DSL ``text``: ``language`` "sql" or "dsl", or by default SQL when its
     first word is a SQL statement keyword.
 
@@ -97,13 +101,21 @@ def compile_query(text: str, catalog: Catalog | None = None,
     from ``params``. DSL compiles to a tree that passes the same structural checks. With a
     ``cache``, a text compiled before (without parameters, and for the DSL without reading the
     clock) runs as the SQL it was checked as then, and a text that compiles is remembered (see
-    :mod:`recstore.query.checked_cache`).
+    :mod:`recstore.query.checked_cache`). With ``plain_on`` (the reader connection), SQL
+    without parameters that :mod:`recstore.query.plain_sql` understands runs as written,
+    and the plainest DSL as the SQL :mod:`recstore.query.plain_dsl` writes for it, without
+    sqlglot (``query.plain``): should DuckDB refuse it, compile it again without ``plain_on``
+    so that the full guard says why (as :func:`run_query` does).
 
     Raises:
         InputError: the query is refused, invalid, or too deeply nested to compile.
     """
     catalog = catalog or default_catalog()
     language = "sql" if language == "sql" or language is None and looks_like_sql(text) else "dsl"
+    # plain first: it reads the text alone, where a cache key hashes the query layer's code
+    plain = _plain_query(text, language, catalog, plain_on) if plain_on and not params else None
+    if plain is not None:
+        return plain
     key = None
     if cache is not None and not params:
         from recstore.query.checked_cache import entry_key
@@ -124,6 +136,23 @@ def compile_query(text: str, catalog: Catalog | None = None,
     if key is not None and cache is not None and timeless:
         cache.put(key, sql)
     return query
+
+
+def _plain_query(text: str, language: str, catalog: Catalog,
+                 con: duckdb.DuckDBPyConnection) -> CompiledQuery | None:
+    """``text`` as SQL that runs as written (:mod:`recstore.query.plain_sql`; a DSL text
+    through :mod:`recstore.query.plain_dsl` first), or None: the full compiler's to check."""
+    from recstore.query.plain_sql import plain_select
+
+    if language == "sql":
+        sql: str | None = text
+    else:
+        from recstore.query.plain_dsl import plain_dsl_sql
+
+        sql = plain_dsl_sql(text, catalog)
+    if sql is None or not plain_select(sql, catalog, con):
+        return None
+    return CompiledQuery.remembered(sql, language, catalog, text, plain=True)
 
 
 def compile_dsl(text: str, catalog: Catalog | None = None,
@@ -193,7 +222,9 @@ def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
     default) stop it after a time, cut its rows (``result.truncated``) or let Ctrl-C stop it;
     they hold until the rows are read to the end or the result is closed. ``arrow=False``: the
     caller only reads ``rows()`` or writes a text format, so a result of plain column types
-    (:func:`~recstore.query.output.plain_type`) streams DuckDB's own rows, without pyarrow.
+    (:func:`~recstore.query.output.plain_type`) streams DuckDB's own rows, without pyarrow, as
+    does one with dates and timestamps when its first batch is all of it and Python holds
+    every such value (see ``_RowReader.whole_and_in_range``).
 
     Raises:
         InputError: DuckDB refused the query; QueryLimitError: it ran past ``limits.timeout``
@@ -204,11 +235,16 @@ def execute(con: duckdb.DuckDBPyConnection, query: CompiledQuery,
     try:
         relation = cursor.sql(query.sql)
         types = [str(t) for t in relation.types]
-        if arrow or not all(map(plain_type, types)):
+        reader: Any = None
+        if not arrow and all(plain_type(t) or t in TIME_TYPES for t in types):
+            reader = _RowReader(cursor, query.sql, batch_rows)
+            if not reader.whole_and_in_range([i for i, t in enumerate(types) if t in TIME_TYPES]):
+                cursor.abort()  # the rows read so far; Arrow's path runs the query again
+                reader = None
+        schema = None
+        if reader is None:
             reader = relation.to_arrow_reader(batch_rows)
             schema = reader.schema
-        else:
-            reader, schema = _RowReader(cursor, query.sql, batch_rows), None
     except (duckdb.Error, RuntimeError) as exc:
         watch.close()
         raise watch.error(exc) from None
@@ -230,6 +266,20 @@ class _RowReader:
         self._batch_rows = batch_rows
         self._first: list[tuple[Any, ...]] | None = cursor.fetchmany(batch_rows)
 
+    def whole_and_in_range(self, time_columns: list[int]) -> bool:
+        """Whether the first batch is the whole result and, in ``time_columns`` (DATE,
+        TIMESTAMP), holds only values Python's dates hold as themselves: DuckDB's rows give a
+        year past 9999 as text and infinity as Python's last (or first) instant, where Arrow's
+        path prints what is stored. Without time columns, always true."""
+        if not time_columns:
+            return True
+        rows = self._first or []
+        if len(rows) >= self._batch_rows:
+            return False  # more rows may follow, unchecked
+        edges = (datetime.min, datetime.max, date.min, date.max)
+        return not any(isinstance(row[i], str) or row[i] in edges
+                       for row in rows for i in time_columns)
+
     def __iter__(self) -> Iterator[RowBatch]:
         rows, self._first = self._first, None
         while rows:
@@ -244,10 +294,12 @@ class _RowReader:
 def run_query(store: Store, text: str, params: Mapping[str, Any] | None = None,
               now: datetime | None = None, batch_rows: int = BATCH_ROWS, *,
               language: str | None = None, limits: QueryLimits | None = None,
-              arrow: bool = True, cache: CheckedCache | None = None) -> Iterator[ResultStream]:
+              arrow: bool = True, cache: CheckedCache | None = None,
+              plain: bool = False) -> Iterator[ResultStream]:
     """Compile and run ``text`` (``language`` and ``cache`` as in :func:`compile_query`) on
     ``store``; the result streams while the context is open. ``limits`` and ``arrow``: see
-    :func:`execute`.
+    :func:`execute`. ``plain``: SQL that :mod:`recstore.query.plain_sql` understands runs
+    without the full guard, unless DuckDB refuses it (then the guard checks it as always).
 
     Example (library use)::
 
@@ -256,9 +308,18 @@ def run_query(store: Store, text: str, params: Mapping[str, Any] | None = None,
                 print(row)
     """
     with open_reader(store) as con:
-        query = compile_query(text, catalog_from_connection(con), params, now, language,
-                              cache=cache)
-        result = execute(con, query, batch_rows, limits, arrow=arrow)
+        catalog = catalog_from_connection(con)
+        query = compile_query(text, catalog, params, now, language, cache=cache,
+                              plain_on=con if plain else None)
+        try:
+            result = execute(con, query, batch_rows, limits, arrow=arrow)
+        except InputError as exc:
+            if not query.plain or isinstance(exc, QueryLimitError):
+                raise
+            # DuckDB refused what plain_sql let through (an unknown column, a type mismatch):
+            # the full guard checks it, so the error is the one a checked query gives
+            query = compile_query(text, catalog, params, now, language, cache=cache)
+            result = execute(con, query, batch_rows, limits, arrow=arrow)
         try:
             yield result
         finally:

@@ -44,11 +44,14 @@ from typing import Any, NoReturn
 from sqlglot import exp
 
 from recstore.errors import DslError
+from recstore.query.sqltext import DSL_KEYWORDS as KEYWORDS
+from recstore.query.sqltext import FIELD_ALIASES
+from recstore.query.sqltext import MIRRORED as _MIRRORED
+from recstore.query.sqltext import NUMERIC_TYPE as _NUMERIC
 from recstore.query.views import Catalog, View, default_catalog
 from recstore.store.db import row_limit
 
 # Short names users reach for; each maps to the real column or relation.
-FIELD_ALIASES = {"tag": "tags", "args": "arguments", "meta": "metadata"}
 RELATION_ALIASES = {
     "policy": "policy_decisions",
     "policies": "policy_decisions",
@@ -57,12 +60,7 @@ RELATION_ALIASES = {
     "calls": "tool_calls",
     "prompts": "prompt_snapshots",
 }
-KEYWORDS = frozenset(
-    "and or not in like ilike is null true false where order by asc desc limit fields".split()
-)
-_MIRRORED = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
 _TIME_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-_NUMERIC = re.compile(r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|U\w*INT|FLOAT|DOUBLE|DECIMAL.*)$")
 _TOKEN = re.compile(
     r"""(?P<ws>\s+|--[^\n]*)
       | (?P<duration>[+-]\d+(?:\.\d+)?[smhdw])(?![\w.])

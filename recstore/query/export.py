@@ -75,7 +75,7 @@ def export_views(store: Store, directory: str | Path, progress: Progress = NO_PR
     """
     directory = Path(directory)
     summary = ExportSummary(directory)
-    with store.reader() as con:
+    with store.file_reader() as con:
         catalog = layout_catalog(con)
         views = list(catalog.views.values())
         claim_export_dir(directory, [v.name for v in views], overwrite)

@@ -14,6 +14,7 @@ from sqlglot's tree: sqlglot's function classes do not carry DuckDB's names (``s
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import threading
@@ -68,18 +69,19 @@ def denied_functions() -> dict[str, str | None]:
     return read_function_list(DENIED_FILE)
 
 
-def check_calls(sql: str) -> None:
-    """Refuse ``sql`` (one DuckDB query) unless every function it calls is on the allow-list."""
+def check_calls(sql: str, con: duckdb.DuckDBPyConnection | None = None) -> None:
+    """Refuse ``sql`` (one DuckDB query) unless every function it calls is on the allow-list
+    (parsed on ``con`` when given, a connection of this thread, else on a parser of its own)."""
     allowed = allowed_functions()
-    for name in called_functions(sql):
+    for name in called_functions(sql, con):
         if name not in allowed:
             raise QueryRefused(f"function {name}() is not allowed in a query: {_why(name)}")
 
 
-def called_functions(sql: str) -> list[str]:
+def called_functions(sql: str, con: duckdb.DuckDBPyConnection | None = None) -> list[str]:
     """Every function ``sql`` calls, as DuckDB parses it: lower-case names, qualified ones with
     their schema (``pg_catalog.pg_typeof``), operators by their symbol (``+``, ``->>``)."""
-    tree = _duckdb_parse(sql)
+    tree = _duckdb_parse(sql, con)
     return [name for node in _nodes(tree) if (name := _call_name(node))]
 
 
@@ -98,10 +100,11 @@ def _duckdb_names() -> frozenset[str]:
         return frozenset(name for (name,) in rows.fetchall())
 
 
-def _duckdb_parse(sql: str) -> dict[str, Any]:
+def _duckdb_parse(sql: str, con: duckdb.DuckDBPyConnection | None = None) -> dict[str, Any]:
     # The text is a bound string, parsed by json_serialize_sql and never run.
-    with _parser_lock:
-        (text,) = _parser().execute("SELECT json_serialize_sql(?)", [sql]).fetchone() or ("",)
+    with _parser_lock if con is None else contextlib.nullcontext():
+        parser = _parser() if con is None else con
+        (text,) = parser.execute("SELECT json_serialize_sql(?)", [sql]).fetchone() or ("",)
     tree: dict[str, Any] = json.loads(text)
     if tree.get("error"):
         raise QueryRefused(f"DuckDB cannot parse the query: {tree.get('error_message', '')}")

@@ -36,6 +36,8 @@ BATCH_ROWS = 10_000
 _NUMERIC_TYPES = frozenset("TINYINT SMALLINT INTEGER BIGINT UTINYINT USMALLINT UINTEGER UBIGINT "
                            "FLOAT DOUBLE".split())
 _PLAIN_TYPES = _NUMERIC_TYPES | {"BOOLEAN", "VARCHAR", "JSON", "BLOB", '"NULL"'}
+#: Types whose in-range values read the same both ways (the row path checks the range).
+TIME_TYPES = frozenset({"TIMESTAMP", "DATE"})
 _DECIMAL = re.compile(r"DECIMAL\(\d+,\d+\)")
 
 

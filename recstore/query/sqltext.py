@@ -22,6 +22,32 @@ _SQL_FIRST_WORDS = frozenset(
     prepare execute deallocate""".split()
 )
 
+# The filter DSL's words (recstore.query.dsl; recstore.query.plain_dsl reads its plainest
+# queries without sqlglot): field names users reach for, keywords, the comparison a swap of
+# sides turns an operator into, and the types a number compares with.
+FIELD_ALIASES = {"tag": "tags", "args": "arguments", "meta": "metadata"}
+DSL_KEYWORDS = frozenset(
+    "and or not in like ilike is null true false where order by asc desc limit fields".split()
+)
+MIRRORED = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
+NUMERIC_TYPE = re.compile(r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|U\w*INT|FLOAT|DOUBLE|DECIMAL.*)$")
+
+
+def scan(pattern: re.Pattern[str], text: str) -> list[tuple[str, str]] | None:
+    """``(group name, text)`` of each match of ``pattern`` covering ``text`` end to end, its
+    ``ws`` group left out; None where no alternative matches (a fast path's "not understood")."""
+    found = []
+    position = 0
+    while position < len(text):
+        match = pattern.match(text, position)
+        if match is None:
+            return None
+        position = match.end()
+        kind = match.lastgroup or ""
+        if kind != "ws":
+            found.append((kind, match.group(kind)))
+    return found
+
 
 def looks_like_sql(text: str) -> bool:
     """Whether ``text`` is SQL (its first word, after comments, is a SQL statement keyword) rather

@@ -13,14 +13,13 @@ process.
 from __future__ import annotations
 
 import functools
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
-
-import duckdb
 
 from recstore.errors import RecstoreError
 from recstore.process import worker_pool
@@ -39,6 +38,9 @@ __all__ = ["ReplayJob", "ReplayResult", "batch_totals", "replay_one", "replay_st
 READ_CHUNK = 500  # sources read per query (the first chunk is read before any worker starts)
 CHUNK = 25  # sources per task sent to a worker
 IN_FLIGHT = 8  # tasks per worker sent ahead, so workers keep busy while this process commits
+# Beside a server (_StoredInGroups), replays are stored this many at a time, or this often.
+GROUP_REPLAYS = 200
+GROUP_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -162,18 +164,59 @@ def _replayed(pool: ProcessPoolExecutor | None, workers: int, job: ReplayJob,
 
 
 @contextmanager
-def _session(store: Store, save: bool) -> Iterator[tuple[duckdb.DuckDBPyConnection, ReplayWriter | None]]:
-    """A connection to read sources through and, when ``save``, the one writer of the replays."""
+def _session(store: Store, save: bool, run_keys: list[str]
+             ) -> Iterator[tuple[Iterable[tuple[int, StoredEvents]], ReplayWriter | None]]:
+    """The source runs (read a chunk at a time) and, when ``save``, the one writer of the
+    replays; beside a server, see :class:`_StoredInGroups`."""
+    if getattr(store, "serves_others", False):
+        with store.reader() as con:
+            sources = list(read_runs(con, run_keys, READ_CHUNK))
+        queue = _StoredInGroups(store) if save else None
+        yield sources, queue
+        return
     if not save:
         with store.reader() as con:
-            yield con, None
+            yield read_runs(con, run_keys, READ_CHUNK), None
         return
     with store.writer() as con, ReplayWriter(con) as writer:
         reader = con.cursor()  # reads while the writer's batches commit on ``con``
         try:
-            yield reader, writer
+            yield read_runs(reader, run_keys, READ_CHUNK), writer
         finally:
             reader.close()
+
+
+class _StoredInGroups:
+    """The replays of a store that ``recstore serve`` holds, stored a group at a time (every
+    :data:`GROUP_REPLAYS` replays or :data:`GROUP_SECONDS`, and at :meth:`close`), each group in
+    one short write: holding the writer while models answer (as the CLI's one writer does)
+    would stop every page and POST of the server for the whole replay, and keeping every
+    replay until the end would lose them all to a crash. The sources were read up front for
+    the same reason."""
+
+    def __init__(self, store: Store):
+        self._store = store
+        self._queued: list[tuple[Prepared | Refused, list[dict], Placed]] = []
+        self._since = time.monotonic()
+
+    def add(self, prepared: Prepared | Refused, lineage: Iterable[dict]) -> Placed:
+        """Queue a replay as :meth:`ReplayWriter.add` does; store the group when it is due."""
+        placed = Placed()
+        self._queued.append((prepared, list(lineage), placed))
+        if (len(self._queued) >= GROUP_REPLAYS
+                or time.monotonic() - self._since >= GROUP_SECONDS):
+            self.close()
+        return placed
+
+    def close(self) -> None:
+        """Store what is queued, in one write."""
+        queued, self._queued = self._queued, []
+        self._since = time.monotonic()
+        if queued:
+            with self._store.writer() as con, ReplayWriter(con) as writer:
+                for prepared, lineage, placed in queued:
+                    writer.add(prepared, lineage, placed)
+                writer.close()
 
 
 def replay_stored(
@@ -200,9 +243,8 @@ def replay_stored(
     """
     results: list[ReplayResult | None] = [None] * len(run_keys)
     with (live_session(max_connections), worker_pool(workers if workers > 1 else 0) as pool,
-          _session(store, save) as (con, writer)):
-        replays = _replayed(pool, workers, job, read_runs(con, run_keys, READ_CHUNK), save,
-                            max_connections)
+          _session(store, save, run_keys) as (sources, writer)):
+        replays = _replayed(pool, workers, job, sources, save, max_connections)
         placed: dict[int, Placed] = {}  # where each stored replay went, known after close
         try:
             for done, (pos, key, replayed) in enumerate(replays, 1):

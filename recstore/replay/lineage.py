@@ -153,10 +153,12 @@ class ReplayWriter:
     def __exit__(self, exc_type, *exc) -> None:
         self._writer.close()
 
-    def add(self, prepared: Prepared | Refused, lineage: Iterable[dict]) -> Placed:
+    def add(self, prepared: Prepared | Refused, lineage: Iterable[dict],
+            placed: Placed | None = None) -> Placed:
         """Queue one prepared replay record with its lineage rows (each names it as ``child``;
-        the first is its ``replay_of`` row). Returns where it will be stored."""
-        placed = Placed()
+        the first is its ``replay_of`` row). Returns where it will be stored (``placed``, when
+        given, is filled in)."""
+        placed = Placed() if placed is None else placed
         self._pending.append(_Pending(prepared, list(lineage), placed))
         if len(self._pending) >= PLACE_CHUNK:
             self._place()

@@ -9,7 +9,7 @@ DuckDB work never blocks the event loop. Errors are ``{"error": "..."}`` with 40
 from __future__ import annotations
 
 import json
-import threading
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -124,37 +124,29 @@ def _rejects(request: Request) -> Response:
     return json_response(data.rejects(_store(request)))
 
 
-_CLI_LOCK = threading.Lock()  # click's output capture swaps sys.stdout: one command at a time
-
-
 async def _cli(request: Request) -> Response:
-    """Run a read command for another shell on the held store (``recstore.serve.client``)."""
-    from recstore.serve.client import FORWARDED  # ingest's paths arrive absolute
+    """Run a store command for another shell on the held store (``recstore.serve.client``);
+    commands run in parallel, each with its output captured in its own thread."""
+    from recstore.serve.capture import run_command
+    from recstore.serve.client import CLI_KEY_HEADER, FORWARDED, refusal  # paths are absolute
 
+    key = request.headers.get(CLI_KEY_HEADER, "")
+    if not secrets.compare_digest(key.encode(), request.app.state.cli_key.encode()):
+        return json_response({"error": "commands need the key in the store's owner-only "
+                              "<db>.serve.json (run recstore as the store's owner)"}, 403)
     try:
         asked = json.loads(await request.body())
         command, args = asked["command"], [str(a) for a in asked["args"]]
     except (ValueError, KeyError, TypeError):
         return json_response({"error": "expected {\"command\": ..., \"args\": [...]}"}, 400)
-    if command not in FORWARDED:
-        return json_response({"error": f"the server does not run `recstore {command}`"}, 400)
-    if any(a in ("-o", "--output") or a.startswith(("--output=", "-o")) for a in args):
-        return json_response({"error": "-o/--output would be written by the server; "
-                              "redirect stdout instead"}, 400)
-    return json_response(await run_in_threadpool(_run_cli, request.app.state.store, command,
-                                                 args, asked.get("columns")))
-
-
-def _run_cli(store: Any, command: str, args: list[str], columns: str | None) -> dict:
-    from click.testing import CliRunner
-
-    from recstore.cli import cli
-
-    env = {"COLUMNS": columns} if columns else {}
-    with _CLI_LOCK:
-        result = CliRunner().invoke(cli, ["--db", str(store.path), command, *args],
-                                    obj={"served_store": store}, env=env)
-    return {"stdout": result.stdout, "stderr": result.stderr, "exit_code": result.exit_code}
+    why = (f"the server does not run `recstore {command}`" if command not in FORWARDED
+           else refusal(command, args))
+    if why is not None:
+        return json_response({"error": why}, 400)
+    store = request.app.state.store
+    return json_response(await run_in_threadpool(
+        run_command, ["--db", str(store.path), command, *args], {"served_store": store},
+        asked.get("columns")))
 
 
 def _status(request: Request) -> Response:

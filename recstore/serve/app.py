@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import tempfile
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -47,6 +48,10 @@ class ServeOptions:
     watch: list[str] = field(default_factory=list)
     max_body: int = DEFAULT_MAX_BODY
     workers: int | None = None  # processes preparing large POSTs (None: one per core, max 4)
+    #: What a shell must send to have a command run (``POST /api/cli``): it is only in the
+    #: owner-only server file, so only the store owner's shells can make the server read and
+    #: write files as its user, also on loopback without --token.
+    cli_key: str = field(default_factory=lambda: secrets.token_urlsafe(24))
 
     def __post_init__(self) -> None:
         if self.host not in LOOPBACK_NAMES and not self.token:
@@ -76,15 +81,17 @@ def build_app(store: ServedStore, options: ServeOptions, spool: Path,
     app.state.store = store
     app.state.spool = str(spool)
     app.state.version = __version__
+    app.state.cli_key = options.cli_key
     return Guard(app, host=options.host, port_ref=port_ref, token=options.token,
                  max_body=options.max_body)
 
 
 @contextmanager
-def _serve_file(db: Path, url: str, token: str | None):
+def _serve_file(db: Path, url: str, options: ServeOptions):
     path = serve_file_path(db)
     with owner_only_umask():
-        path.write_text(json.dumps({"url": url, "token": token, "pid": os.getpid()}))
+        path.write_text(json.dumps({"url": url, "token": options.token, "pid": os.getpid(),
+                                    "cli_key": options.cli_key}))
     os.chmod(path, 0o600)
     try:
         yield path
@@ -96,12 +103,21 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> None:
     """Serve ``options.db`` until Ctrl-C (or SIGTERM); ``announce`` hears the URL line."""
     if serve_file_path(options.db).exists() and _alive(serve_file_path(options.db)):
         raise InputError(f"{options.db} is already served (see {serve_file_path(options.db)})")
-    from recstore.process import worker_pool
+    from recstore.process import no_more_worker_pools, worker_pool
     from recstore.store.prepare import WORKER_BYTES, default_workers
 
     workers = default_workers(WORKER_BYTES) if options.workers is None else options.workers
+    # uvicorn stops on SIGTERM, then raises it again with the handler it found: with Python's
+    # default one the process died there, leaving the serve file and the WAL (docker stop,
+    # systemctl stop); this one unwinds like Ctrl-C does, so the store is closed and the file gone
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     with worker_pool(workers) as pool:  # forked before this process opens DuckDB
+        no_more_worker_pools()  # commands run for other shells (replay --workers) fork none
         _serve(options, announce, ServedStore(options.db, pool=pool, workers=workers))
+
+
+def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _serve(options: ServeOptions, announce: Callable[[str], None], store: ServedStore) -> None:
@@ -124,7 +140,7 @@ def _serve(options: ServeOptions, announce: Callable[[str], None], store: Served
         bound["port"] = server_socket.getsockname()[1]
         host = f"[{options.host}]" if ":" in options.host else options.host
         url = f"http://{host}:{bound['port']}/"
-        with _serve_file(options.db, url, options.token):
+        with _serve_file(options.db, url, options):
             shown = url + (f"?token={options.token}" if options.token else "")
             announce(f"recstore: serving {options.db} at {shown} (Ctrl-C stops)")
             if options.watch:

@@ -1,47 +1,129 @@
-"""The CLI beside a running server: find it, and send it a read command or records.
+"""The CLI beside a running server: find it, and send it a store command.
 
 While ``recstore serve`` holds a store it writes ``<db>.serve.json`` (owner-only: URL, token,
-pid). A read command (``query``, ``runs``, ``show``, ...) run from another shell on that store
-is sent to the server (``POST /api/cli``), which runs the same command on the store it holds and
-answers with its output and exit status; nothing waits for the store's lock. This module uses
-only the standard library, so the CLI's start-up stays light.
+pid). Every command that opens the store (``query``, ``compare``, ``replay``, ``sweep run``,
+``tag``, ``export``, ``ingest``, ...) run from another shell on that store is sent to the server
+(``POST /api/cli``), which runs the same command on the store it holds and answers with its
+output and exit status; nothing waits for the store's lock. The paths a command names (files it
+reads, ``-o``/``--html`` files and folders it writes) are made absolute here, as the server
+runs in another directory; it reads and writes them as the same user. This module uses only
+the standard library and click, so the CLI's start-up stays light.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import sys
 from pathlib import Path
 
-__all__ = ["FORWARDED", "forward", "server_for"]
+import click
 
-#: Commands the server runs for another shell (their output is text); ``ingest`` reads its
-#: files in the server, with the paths made absolute here.
+__all__ = ["CLI_KEY_HEADER", "FORWARDED", "absolute_paths", "forward", "refusal", "server_for"]
+
+#: The header that carries the server file's ``cli_key``: only the store owner's shells can
+#: read it, and only they may have the server run commands (and so read and write files).
+CLI_KEY_HEADER = "x-recstore-cli-key"
+#: Commands that open the store, so the server runs them for another shell.
 FORWARDED = frozenset({"query", "runs", "show", "rejects", "schema", "queries", "lineage",
-                       "ingest"})
-# ingest options that take a value (the value is not a path)
-_INGEST_VALUES = frozenset({"--tag", "--format", "--batch-size", "--max-record-bytes",
-                            "--workers", "--lock-timeout"})
+                       "ingest", "compare", "replay", "sweep", "tag", "export", "verify",
+                       "rebuild"})
+# Arguments that name paths without click.Path (ingest takes globs and "-"; export's TARGET is
+# a folder, or with --otlp a filter); compare's A B are files when such files exist, else runs.
+_PATH_ARGUMENTS = frozenset({("ingest", "paths"), ("export", "target")})
+_FILE_OR_RUN_ARGUMENTS = frozenset({("compare", "runs")})
 
 
-def absolute_paths(command: str, args: list[str]) -> list[str]:
-    """``args`` with ``ingest``'s paths made absolute (the server runs in another directory).
+def runs_locally(command: str, args: list[str]) -> bool:
+    """Whether ``recstore COMMAND ARGS`` never opens the store (Spark reads Parquet), so it
+    runs in this process even beside a server."""
+    return command in ("query", "compare") and any(
+        a == "--engine=spark" or a == "spark" and before == "--engine"
+        for before, a in zip(["", *args], args, strict=False))
 
-    Raises:
-        ValueError: ``-`` (stdin) cannot be sent to a server.
-    """
-    if command != "ingest":
-        return args
-    out, value_next = [], False
-    for arg in args:
-        if value_next or arg.startswith("-") and arg != "-":
-            out.append(arg)
-            value_next = arg in _INGEST_VALUES
+
+def refusal(command: str, args: list[str]) -> str | None:
+    """Why ``recstore COMMAND ARGS`` cannot be sent to the server holding the store (it reads
+    stdin or runs until stopped), with what to do instead; None when it can."""
+    if command == "serve":
+        return "it is served already; open its URL"
+    if command == "ingest" and "--watch" in args:
+        return ("`ingest --watch` runs until stopped; let the server watch the folders "
+                "(recstore serve --watch DIR), or stop the server first")
+    if command == "ingest" and "-" in args:
+        return "stdin cannot be sent to the server; POST it to /v1/runrecords"
+    if command == "sweep" and args[:1] == ["schedule"]:
+        return ("`sweep schedule` runs until stopped; stop the server first, or fire each "
+                "sweep from cron (`recstore sweep cron SPEC`: every `sweep run` is sent to the "
+                "server)")
+    return None
+
+
+def absolute_paths(command: click.Command, args: list[str]) -> list[str]:
+    """``args`` of ``command`` with every value that names a path made absolute (the server
+    runs in another directory): click.Path options and arguments, and ``_PATH_ARGUMENTS``.
+    A group's first free word is its subcommand, whose own arguments follow."""
+    options = {name: p for p in command.params if isinstance(p, click.Option)
+               for name in (*p.opts, *p.secondary_opts)}
+    arguments = [p for p in command.params if isinstance(p, click.Argument)]
+    filter_target = command.name == "export" and any(a.split("=")[0] == "--otlp" for a in args)
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        taken = _option(options, args, i)
+        if taken is not None:
+            out += taken[0]
+            i += taken[1]
             continue
-        if arg == "-":
-            raise ValueError("stdin cannot be sent to the server; POST it to /v1/runrecords")
-        out.append(os.path.abspath(os.path.expanduser(arg)))
+        arg = args[i]
+        if isinstance(command, click.Group):
+            sub = command.commands.get(arg)
+            return out + [arg] + (absolute_paths(sub, args[i + 1:]) if sub else args[i + 1:])
+        argument = arguments[0] if arguments else None
+        if argument is not None and argument.nargs != -1:
+            arguments.pop(0)
+        out.append(_argument(command.name, argument, arg, filter_target))
+        i += 1
     return out
+
+
+def _option(options: dict[str, click.Option], args: list[str], i: int
+            ) -> tuple[list[str], int] | None:
+    """The words of the option at ``args[i]``, a path value made absolute, and how many words
+    it took; None when ``args[i]`` is not an option."""
+    arg = args[i]
+    name, eq, value = arg.partition("=")
+    if not arg.startswith("--") and arg[:2] in options and len(arg) > 2:
+        name, eq, value = arg[:2], "", arg[2:]  # -oFILE (or -qv: flags)
+    option = options.get(name)
+    if option is None:
+        return ([arg], 1) if arg.startswith("-") and arg != "-" else None
+    if option.is_flag or option.count:
+        return [arg], 1
+    if eq or value:  # --output=FILE, -oFILE
+        return [f"{name}{eq}{_path(option, value)}"], 1
+    values = args[i + 1:i + 1 + option.nargs]
+    return [arg, *(_path(option, v) for v in values)], 1 + option.nargs
+
+
+def _argument(command: str, argument: click.Argument | None, value: str,
+              filter_target: bool) -> str:
+    if argument is None:
+        return value
+    named = (command, argument.name)
+    if named in _PATH_ARGUMENTS and not filter_target or (
+            named in _FILE_OR_RUN_ARGUMENTS and os.path.isfile(value)):
+        return _absolute(value)
+    return _path(argument, value)
+
+
+def _path(param: click.Parameter, value: str) -> str:
+    return _absolute(value) if isinstance(param.type, click.Path) else value
+
+
+def _absolute(value: str) -> str:
+    return value if value == "-" else os.path.abspath(os.path.expanduser(value))
 
 
 def server_for(db: str | os.PathLike) -> dict | None:
@@ -59,20 +141,25 @@ def server_for(db: str | os.PathLike) -> dict | None:
         return None
 
 
-def forward(info: dict, command: str, args: list[str], timeout: float = 600) -> dict:
-    """Run ``recstore COMMAND ARGS`` on the server; ``{"stdout", "stderr", "exit_code"}``."""
+def forward(info: dict, command: str, args: list[str]) -> dict:
+    """Run ``recstore COMMAND ARGS`` on the server; ``{"stdout", "stderr", "exit_code"}``.
+
+    It waits as long as the command runs (a replay may take hours); a server that stops
+    closes the connection. The table width is this shell's: its terminal's, else $COLUMNS."""
     import urllib.error  # here: only a command sent to a server pays for the import
     import urllib.request
 
-    body = json.dumps({"command": command, "args": args,
-                       "columns": os.environ.get("COLUMNS")}).encode()
+    columns = (str(shutil.get_terminal_size().columns) if sys.stdout.isatty()
+               else os.environ.get("COLUMNS"))
+    body = json.dumps({"command": command, "args": args, "columns": columns}).encode()
     request = urllib.request.Request(info["url"].rstrip("/") + "/api/cli", data=body,
                                      method="POST",
                                      headers={"content-type": "application/json"})
+    request.add_header(CLI_KEY_HEADER, str(info.get("cli_key", "")))
     if info.get("token"):
         request.add_header("authorization", f"Bearer {info['token']}")
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 - own URL
+        with urllib.request.urlopen(request) as answer:  # noqa: S310 - own URL
             return json.loads(answer.read())
     except urllib.error.HTTPError as exc:
         try:

@@ -274,11 +274,24 @@ def pair(store: Store, baseline: str, candidate: str) -> dict:
               "candidate": None if s.b is None else calls_b[s.b]}
              for s in align_calls(calls_a, calls_b)]
     report = compare_records(left, right)
-    return {"baseline": {"run_key": left_key, "status": left.get("status"),
-                         "question": left.get("question"), "response": left.get("response")},
-            "candidate": {"run_key": right_key, "status": right.get("status"),
-                          "question": right.get("question"), "response": right.get("response")},
-            "equal": report.get("equal"), "summary": report.get("summary"), "steps": steps}
+    return {"baseline": _pair_side(left_key, left), "candidate": _pair_side(right_key, right),
+            "equal": report["equal"], "summary": report["summary"], "metrics": report["metrics"],
+            "differences": [_shown_difference(d) for d in report["differences"]],
+            "steps": steps}
+
+
+def _pair_side(run_key: str, record: dict) -> dict:
+    return {"run_key": run_key, **{k: record.get(k) for k in
+                                   ("status", "question", "response", "error")}}
+
+
+def _shown_difference(difference: dict) -> dict:
+    """One aioc difference with each side also as :func:`~recstore.records.render.visible`
+    text, so a trailing space, a tab or NBSP shows on the page as it does in ``compare A B``."""
+    from recstore.records.render import visible
+
+    shown = {side: visible(difference[side]) for side in ("left", "right") if side in difference}
+    return {**difference, "shown": shown}
 
 
 def sweeps(store: Store) -> list[dict]:

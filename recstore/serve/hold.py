@@ -23,9 +23,10 @@ from pathlib import Path
 import duckdb
 
 from recstore.errors import NotFoundError
+from recstore.progress import NO_PROGRESS, Progress
 from recstore.query.guard import lock_down
 from recstore.serve.group import GroupCommit
-from recstore.store import Store
+from recstore.store import Store, VerifyReport
 from recstore.store import db as store_db
 from recstore.store.counts import IngestSummary
 from recstore.store.ingest import BatchWriter
@@ -102,6 +103,9 @@ class ServedStore(Store):
     """
 
     locked_down = True  # recstore.query.api.open_reader: readers are locked down already
+    #: Other shells' commands run here too (``recstore.serve.capture``): a long one must not
+    #: hold the gate while it works (``recstore.replay.batch`` stores its replays a group at a time).
+    serves_others = True
 
     def __init__(self, path: str | Path, lock_timeout: float = store_db.DEFAULT_LOCK_TIMEOUT,
                  pool: ProcessPoolExecutor | None = None, workers: int = 0):
@@ -244,6 +248,27 @@ class ServedStore(Store):
                     for s in sources if hasattr(s, "small_input_bytes"))
         return Preparer(self._pool, self._workers) if small >= POOL_BYTES else None
 
+    @contextmanager
+    def file_reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection that reads the store and may write files (``recstore export``): the
+        held readers are locked down (no file access), so the file is attached read-only to a
+        database of its own, while no write runs (reads go on)."""
+        with self.reader():  # the shared gate; a lingering writer is closed
+            con = store_db.connect_attached(self.path, "store", lock_timeout=self.lock_timeout)
+            try:
+                yield con
+            finally:
+                con.close()
+
+    def verify(self, progress: Progress = NO_PROGRESS) -> VerifyReport:
+        """:meth:`Store.verify` while no write runs (reads go on): it attaches the file
+        read-only to a database of its own."""
+        with self.reader():
+            return super().verify(progress)
+
+    def _upgrade(self) -> None:
+        """Nothing: the server brought the schema up to date when it took the store."""
+
     def close(self) -> None:
         """Checkpoint what the WAL holds and release the store file (the server stops)."""
         self._group.close()
@@ -251,8 +276,10 @@ class ServedStore(Store):
             self._close_reader()
             self._release_writer()
             if Path(f"{self.path}.wal").exists():
-                with Store.writer(self):
-                    pass  # the last connection's close checkpoints
+                # explicitly: a cursor a thread still holds keeps DuckDB's database open, so the
+                # checkpoint of the last connection's close may not come
+                with Store.writer(self) as con:
+                    con.execute("CHECKPOINT")
 
     def _read_connection(self) -> duckdb.DuckDBPyConnection:
         if self._held is not None:  # the gate is shared: no write runs, the writer lingers

@@ -27,8 +27,8 @@ from recstore.store.projection import COLUMNS, PROJECTION_TABLES, SEQ_COLUMNS
 from recstore.store.tables import ARROW_TYPES, arrow_column, derived_column, table_columns
 
 __all__ = [
-    "EVENT_TYPES", "ChunkRows", "JoinedInsert", "Placement", "chunkable", "placed_inserts",
-    "store_schema", "to_chunk",
+    "EVENT_TYPES", "ChunkRows", "JoinedInsert", "Placement", "chunkable", "import_lazy_modules",
+    "placed_inserts", "store_schema", "to_chunk",
 ]
 
 # DuckDB types of the events columns a chunk holds (as the events table declares them)
@@ -284,3 +284,13 @@ class JoinedInsert(NamedTuple):
 def store_schema(con: duckdb.DuckDBPyConnection) -> Schema:
     """The column types of the store's projection tables, for :func:`to_chunk`."""
     return {table: dict(table_columns(con, table)) for table in PROJECTION_TABLES}
+
+
+def import_lazy_modules() -> None:
+    """Import now what staging a chunk imports lazily: pyarrow's first array made from a list
+    imports pandas, when it is installed, to test for pandas types. Called before worker
+    processes are forked, they inherit it instead of each importing it at its first chunk
+    (0.3-0.4 s of CPU a worker, measured; the writer imports it at its first batch anyway).
+    The CLI answers that probe without pandas (``cli.answer_pyarrow_pandas_probe``), so this
+    saves the workers of an in-process ``Store.ingest`` (a library caller, bench_ingest)."""
+    pa.array([0], pa.int32())

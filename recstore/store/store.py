@@ -175,6 +175,12 @@ class Store:
             con.close()
 
     @contextmanager
+    def file_reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection that may write files (``COPY ... TO``: ``recstore export``)."""
+        with self.reader() as con:
+            yield con
+
+    @contextmanager
     def _store_errors(self) -> Iterator[None]:
         """A full disk or a corrupt block, met anywhere while the store is open, as one line
         naming the store (:func:`recstore.store.db.store_error`)."""
@@ -219,6 +225,7 @@ class Store:
         from recstore.formats.reader import iter_sources
         from recstore.process import worker_pool
         from recstore.store import agentuse_ingest, otlp_io
+        from recstore.store.chunks import import_lazy_modules
         from recstore.store.ingest import BatchWriter
         from recstore.store.prepare import (
             LOCAL_BYTES,
@@ -240,6 +247,8 @@ class Store:
             # an input over LOCAL_BYTES is prepared here: a pool would sit idle beside it
             workers = default_workers(
                 sum(s.small_input_bytes(LOCAL_BYTES, WORKER_BYTES) for s in sources))
+        if workers:
+            import_lazy_modules()  # once here, not in every worker
         with relaxed_gc(), worker_pool(workers) as pool, self.writer() as con:
             preparer = Preparer(pool, workers)
             with BatchWriter(
@@ -324,30 +333,18 @@ class Store:
         """The stored record (current revision unless ``revision``), as ingested: canonical-equal
         and with the original key order."""
         with self.reader() as con:
+            return _stored_record(con, _resolve(con, run_ref), revision)
+
+    def record_and_row(self, run_ref: str, revision: int | None = None
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """:meth:`get_record` and, for the current revision, :meth:`run_row` (else ``{}``),
+        read in one connection: opening the file again costs `show` as much as both reads."""
+        from recstore.store.run_detail import read_run_row
+
+        with self.reader() as con:
             key = _resolve(con, run_ref)
-            if key.startswith("agentuse:"):  # a file-event stream: fold every revision
-                from recstore.store.agentuse_ingest import stored_record
-
-                return stored_record(con, key, revision)
-            if revision is None:
-                row = con.execute(
-                    "SELECT first_seq, last_seq FROM streams WHERE stream_key = ? "
-                    "ORDER BY revision DESC LIMIT 1",
-                    [key],
-                ).fetchone()
-            else:
-                row = con.execute(
-                    "SELECT first_seq, last_seq FROM streams WHERE stream_key = ? AND revision = ?",
-                    [key, revision],
-                ).fetchone()
-                if row is None:
-                    raise NotFoundError(f"run {key} has no revision {revision}")
-            rows = con.execute(
-                "SELECT type, payload FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", row
-            ).fetchall()
-        from recstore.formats.events import events_to_record
-
-        return events_to_record(rows)
+            return (_stored_record(con, key, revision),
+                    read_run_row(con, key) if revision is None else {})
 
     def load_runs(self, run_keys: list[str]) -> list[StoredRun]:
         """The current revisions of stored runs, in the order given, read in one connection.
@@ -425,11 +422,15 @@ class Store:
             report.corrupt = True
         return report
 
+    def _upgrade(self) -> None:
+        """Bring an older store's schema up to date (``reader()`` does, briefly as a writer)."""
+        with self.reader():
+            pass
+
     def _verify(self, report: VerifyReport, progress: Progress) -> None:
         from recstore.store.rebuild import STORE_CATALOG, check_log
 
-        with self.reader():  # upgrades an older store before it is attached read-only
-            pass
+        self._upgrade()  # before it is attached read-only
         with self._store_errors():
             con = db.connect_attached(self.path, STORE_CATALOG, lock_timeout=self.lock_timeout,
                                       on_wait=self.on_lock_wait)
@@ -496,6 +497,35 @@ def read_runs(
                                         record=agentuse_ingest.stored_record(con, key))
             else:
                 yield pos, StoredEvents(key, revision, record_hash, source_uri, events.get(key, []))
+
+
+
+def _stored_record(con: duckdb.DuckDBPyConnection, key: str, revision: int | None
+                   ) -> dict[str, Any]:
+    """The record of the stream ``key`` (see :meth:`Store.get_record`)."""
+    if key.startswith("agentuse:"):  # a file-event stream: fold every revision
+        from recstore.store.agentuse_ingest import stored_record
+
+        return stored_record(con, key, revision)
+    if revision is None:
+        row = con.execute(
+            "SELECT first_seq, last_seq FROM streams WHERE stream_key = ? "
+            "ORDER BY revision DESC LIMIT 1",
+            [key],
+        ).fetchone()
+    else:
+        row = con.execute(
+            "SELECT first_seq, last_seq FROM streams WHERE stream_key = ? AND revision = ?",
+            [key, revision],
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"run {key} has no revision {revision}")
+    rows = con.execute(
+        "SELECT type, payload FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", row
+    ).fetchall()
+    from recstore.formats.events import events_to_record
+
+    return events_to_record(rows)
 
 
 def _resolve(con: duckdb.DuckDBPyConnection, ref: str) -> str:
