@@ -199,7 +199,7 @@ def test_a_read_gets_in_while_posts_keep_coming(tmp_path):
     a read that comes meanwhile still gets in (the session of writes ends for it) long before
     the senders run out of POSTs, and sees what was answered before it began."""
     store = ServedStore(tmp_path / "busy.duckdb")
-    limit = 150
+    limit = 1000  # the senders stop once the read is in: a high bound costs a passing run nothing
     stop = threading.Event()
     answered: list[str] = []
 
