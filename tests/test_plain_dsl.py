@@ -85,7 +85,7 @@ def plain_dsl(draw) -> str:
     return " ".join(parts)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(plain_dsl())
 def test_a_plain_dsl_text_is_read_as_the_compiler_writes_it(text):
     sql = plain_dsl_sql(text, CATALOG)
@@ -110,7 +110,7 @@ def test_the_rest_of_the_dsl_goes_to_the_compiler(text):
     assert plain_dsl_sql(text, CATALOG) is None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(plain_dsl(), st.sampled_from(["-", ".", "$", "`", '"', "--", "(", ")", "'", ",", "*",
                                      "fields", "order by", "limit", "not", "in", "run.", "é"]),
        st.integers(0, 500))

@@ -78,9 +78,17 @@ def test_every_run_equals_the_views(store):
         lineage = _view_rows(con, "SELECT * FROM lineage", {})  # once: ~0.3 s a read
     relations = {row["relation"] for row in lineage}
     assert len(keys) > 700 and {"replay_of", "derived", "thread_continuation"} <= relations
+    # up to 20 runs at each end of each kind of link, and every eighth run: all of them took
+    # 104 s of the CI's 19 minutes, and the runs between are of the same fixture shapes
+    ends: dict[tuple[str, str], list[str]] = {}
+    for row in lineage:
+        for column in ("child_run_key", "parent_run_key"):
+            ends.setdefault((row["relation"], column), []).append(row[column])
+    with_lineage = {key for found in ends.values() for key in sorted(set(found))[:20]}
+    checked = [k for i, k in enumerate(keys) if k in with_lineage or i % 8 == 0]
     linked = 0
     with store.reader() as con:  # one connection (Store.run_detail opens one a call)
-        for key in keys:
+        for key in checked:
             detail = read_run_detail(con, key)
             params = {"key": key}
             run = _view_rows(con, "SELECT * FROM runs WHERE run_key = $key", params,
@@ -92,7 +100,8 @@ def test_every_run_equals_the_views(store):
                 expected = [row for row in lineage if row[column] == key]
                 assert _canonical(detail[side]) == _canonical(expected), (key, side)
                 linked += bool(expected)
-    assert linked > 100  # runs with lineage of each kind were compared
+    assert linked > 50  # runs with lineage were compared, at both ends of every kind of link
+    assert {end for end, found in ends.items() if set(found) & set(checked)} == set(ends)
 
 
 def test_lineage_both_ways(store):
