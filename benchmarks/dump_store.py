@@ -5,9 +5,11 @@ The steps cover what placement does: a first ingest of every fixture (aioc files
 replay lines, agentuse trees, OTLP, rejects) with ``--workers`` worker processes, the baseline
 corpus again with a tag (duplicates and tags events), and revisions of a few runs given
 in-process. Columns that hold the wall clock, the process or a fresh UUID are left out; the
-batch hashes stay in (they cover every event and stream row).
+batch hashes stay in (they cover every event and stream row). ``--views`` dumps every view
+instead (what queries read), so a change of a stored table's layout can be checked against
+the views' output of the version before it.
 
-Run: python benchmarks/dump_store.py OUT.txt [--workers 2]
+Run: python benchmarks/dump_store.py OUT.txt [--workers 2] [--views]
 """
 
 from __future__ import annotations
@@ -42,11 +44,12 @@ def ingest(db: Path, workers: int) -> None:
     store.ingest_records(records, source_uri="dump-revisions", tags={"dump": "revised"})
 
 
-def dump(db: Path, out: Path) -> None:
+def dump(db: Path, out: Path, kind: str = "BASE TABLE") -> None:
+    """Every table (``kind`` 'BASE TABLE') or view ('VIEW') of ``db``, rows sorted."""
     con = duckdb.connect(str(db), read_only=True)
     tables = [r[0] for r in con.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
-        "ORDER BY table_name").fetchall()]
+        "SELECT table_name FROM information_schema.tables WHERE table_type = ? "
+        "ORDER BY table_name", [kind]).fetchall()]
     with open(out, "w", encoding="utf-8") as fh:
         for table in tables:
             columns = [r[0] for r in con.execute(
@@ -69,11 +72,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--views", action="store_true", help="dump the views, not the tables")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="dump-store-") as tmp:
         db = Path(tmp) / "store.duckdb"
         ingest(db, args.workers)
-        dump(db, args.out)
+        dump(db, args.out, "VIEW" if args.views else "BASE TABLE")
     for line in args.out.read_text(encoding="utf-8").splitlines():
         if line.startswith("## "):
             print(line[3:].split(" [")[0])

@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from recstore.formats.events import FAMILY_OF
 from recstore.store import Store
 from recstore.store.projection import PROJECTION_TABLES
 
@@ -388,6 +389,21 @@ def test_new_stores_use_small_blocks_and_older_files_keep_theirs(tmp_path):
     old.ingest_records(records[2:])
     assert _block_size(old) == 256 * 1024
     assert _count(old, "SELECT count(*) FROM runs") == 4 and old.verify().ok
+
+
+def test_a_batch_stores_its_events_by_family_type_and_index(tmp_path):
+    # the order zstd compresses best (chunks.placed_inserts); seqs, the chain and the views
+    # do not depend on it, so only the file's own row order shows it
+    path = _write_ndjson(tmp_path / "in.ndjson", _records(30))
+    for workers in (0, 2):
+        store = Store(tmp_path / f"w{workers}.duckdb")
+        store.ingest([str(path)], workers=workers)
+        stored = _rows(store, "SELECT batch_id, type, idx, seq FROM events ORDER BY rowid")
+        assert len({row[0] for row in stored}) == 1 and len(stored) > 300
+        assert {row[1] for row in stored} >= {"run_started", "item_appended", "run_finished"}
+        assert stored == sorted(stored, key=lambda r: (
+            r[0], FAMILY_OF.get(r[1], 0), r[1], r[2] is None, r[2] or 0, r[3]))
+        assert store.verify().ok
 
 
 def test_a_script_without_a_main_guard_can_ingest_with_workers(tmp_path):
