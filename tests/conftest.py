@@ -124,6 +124,17 @@ def hostile_cases(name: str) -> list[tuple[str, ...]]:
     return [tuple(line.split("\t")) for line in lines if line.strip() and not line.startswith("#")]
 
 
+def stored_events_in_log_order(con) -> bool:
+    """Whether the rows of ``events``, in the file's own order (rowid), go by batch, then family
+    (recstore.formats.events.FAMILY_OF), type, array index and seq: the order a batch stores
+    them in, so that alike payloads share zstd's vectors (store.chunks.placed_inserts)."""
+    from recstore.formats.events import FAMILY_OF
+
+    rows = con.execute("SELECT batch_id, type, idx, seq FROM events ORDER BY rowid").fetchall()
+    return rows == sorted(rows, key=lambda r: (
+        r[0], FAMILY_OF.get(r[1], 0), r[1], r[2] is None, r[2] or 0, r[3]))
+
+
 def read_ndjson_gz(path: Path) -> list[dict]:
     """All lines of a gzip NDJSON fixture, parsed."""
     with gzip.open(path, "rt", encoding="utf-8") as fh:

@@ -13,7 +13,7 @@ import duckdb
 
 from recstore.store import Store, db
 
-from .conftest import AIOC_FIXTURES, FIXTURES
+from .conftest import AIOC_FIXTURES, FIXTURES, stored_events_in_log_order
 
 RECORDS = [
     "simple-run", "tool-allow", "handoff-allow", "handoff-deny", "compare-v1", "compare-v2",
@@ -40,6 +40,7 @@ def test_a_layout_1_store_upgrades_and_keeps_everything(tmp_path):
     assert report.runs == len(RECORDS) + 1  # and the agentuse session
     with store.reader() as con:
         assert con.execute("SELECT value FROM meta WHERE key = 'layout'").fetchone() == ("2",)
+        assert stored_events_in_log_order(con)  # rewritten as a batch of layout 2 stores it
         tags = con.execute(
             "SELECT count(*) FROM runs WHERE tags->>'$.suite' = 'v1'"
         ).fetchone()[0]

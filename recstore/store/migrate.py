@@ -150,7 +150,7 @@ def _copy_log(con: duckdb.DuckDBPyConnection) -> None:
                  CASE WHEN type = 'item_appended' THEN 1
                       WHEN type IN ('run_started', 'run_finished') THEN 0
                       WHEN type = 'agentuse_file' THEN 3 ELSE 2 END,
-                 seq
+                 type, idx, seq  -- as a batch stores them (chunks.placed_inserts)
         """
     )
     con.execute(
