@@ -117,8 +117,9 @@ CREATE TABLE IF NOT EXISTS lineage_log (
 
 -- The event log. seq is global and gap-free in commit order; stream_pos counts from 0 within a
 -- stream across all its revisions. Within a batch, rows are stored grouped by kind (run events,
--- items, other record entries, files) so a scan of one kind decompresses little else; payloads
--- are zstd-compressed (DuckDB picks no compression for mid-sized JSON text by itself).
+-- items, other record entries, files), then by type and array index (seq order within each), so
+-- a scan of one kind decompresses little else and alike payloads sit together; payloads are
+-- zstd-compressed (DuckDB picks no compression for mid-sized JSON text by itself).
 CREATE TABLE IF NOT EXISTS events (
     seq        BIGINT NOT NULL,
     stream_key VARCHAR NOT NULL,
