@@ -58,38 +58,38 @@ def blocks_named(con: duckdb.DuckDBPyConnection, tables: list[str]) -> int:
     return con.execute(f"SELECT count(DISTINCT block_id) FROM ({union})").fetchone()[0]
 
 
-def report(db: Path) -> dict[str, int]:
-    """Print the breakdown of ``db``; return bytes per table."""
-    con = duckdb.connect(str(db), read_only=True)
-    _, _, block_size, total, used, free, *_ = con.execute("PRAGMA database_size").fetchone()
-    tables = [r[0] for r in con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
-        "ORDER BY table_name").fetchall()]
-    file_bytes = db.stat().st_size
-    print(f"{db}: {file_bytes:,} bytes; block {block_size:,}; blocks {total} "
-          f"(used {used}, free {free})")
-    per_column = defaultdict(int)
-    choice = defaultdict(set)
+def tally(con: duckdb.DuckDBPyConnection, tables: list[str], block_size: int) -> tuple:
+    """Bytes per table, bytes per (table, column) and the compressions each column uses."""
     per_table = dict.fromkeys(tables, 0)
+    per_column, choice = defaultdict(int), defaultdict(set)
     for table, column, kind, compression, size in segment_sizes(con, tables, block_size):
         per_table[table] += size
         per_column[(table, column)] += size
         if kind != "VALIDITY":
             choice[(table, column)].add(compression)
-    named = blocks_named(con, tables)
+    return per_table, per_column, choice
+
+
+def report(db: Path) -> None:
+    """Print where the bytes of ``db`` go: per table, unnamed and free blocks, top columns."""
+    con = duckdb.connect(str(db), read_only=True)
+    _, _, block_size, total, used, free, *_ = con.execute("PRAGMA database_size").fetchone()
+    tables = [r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+        "ORDER BY table_name").fetchall()]
+    per_table, per_column, choice = tally(con, tables, block_size)
+    unnamed = (used - blocks_named(con, tables)) * block_size
     con.close()
+    size = db.stat().st_size
+    print(f"{db}: {size:,} bytes; block {block_size:,}; blocks {total} (used {used}, free {free})")
     print(f"\n{'table':<28} {'bytes':>12} {'share':>6}")
-    for table, size in sorted(per_table.items(), key=lambda kv: -kv[1]):
-        if size:
-            print(f"{table:<28} {size:>12,} {size / file_bytes:>6.1%}")
-    unnamed = (used - named) * block_size
-    print(f"{'(metadata, indexes)':<28} {unnamed:>12,} {unnamed / file_bytes:>6.1%}")
-    print(f"{'(free blocks)':<28} {free * block_size:>12,} {free * block_size / file_bytes:>6.1%}")
+    rows = sorted(((t, b) for t, b in per_table.items() if b), key=lambda kv: -kv[1])
+    for name, part in [*rows, ("(metadata, indexes)", unnamed), ("(free blocks)", free * block_size)]:
+        print(f"{name:<28} {part:>12,} {part / size:>6.1%}")
     print(f"\n{'table.column':<44} {'bytes':>11} {'share':>6}  compression")
-    for (table, column), size in sorted(per_column.items(), key=lambda kv: -kv[1])[:40]:
-        print(f"{table + '.' + column:<44} {size:>11,} {size / file_bytes:>6.1%}  "
+    for (table, column), part in sorted(per_column.items(), key=lambda kv: -kv[1])[:40]:
+        print(f"{table + '.' + column:<44} {part:>11,} {part / size:>6.1%}  "
               f"{','.join(sorted(choice[(table, column)]))}")
-    return per_table
 
 
 def ingest(corpus: Path, db: Path, shape: str, n: int) -> None:
