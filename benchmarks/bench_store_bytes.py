@@ -84,7 +84,8 @@ def report(db: Path) -> None:
     print(f"{db}: {size:,} bytes; block {block_size:,}; blocks {total} (used {used}, free {free})")
     print(f"\n{'table':<28} {'bytes':>12} {'share':>6}")
     rows = sorted(((t, b) for t, b in per_table.items() if b), key=lambda kv: -kv[1])
-    for name, part in [*rows, ("(metadata, indexes)", unnamed), ("(free blocks)", free * block_size)]:
+    rows += [("(metadata, indexes)", unnamed), ("(free blocks)", free * block_size)]
+    for name, part in rows:
         print(f"{name:<28} {part:>12,} {part / size:>6.1%}")
     print(f"\n{'table.column':<44} {'bytes':>11} {'share':>6}  compression")
     for (table, column), part in sorted(per_column.items(), key=lambda kv: -kv[1])[:40]:
