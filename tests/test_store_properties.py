@@ -20,6 +20,8 @@ from recstore.records import analyze
 from recstore.store import Store
 from recstore.synth import generate_corpus
 
+from .conftest import stored_events_in_log_order
+
 EDGE_VALUES = [1.0, 1e21, 1e-7, -0.0, 2**70, -(2**64), 0.1, "\ud800", "é😀｡\u2028", "", None]
 json_scalars = st.one_of(
     st.none(),
@@ -185,6 +187,25 @@ def test_ingest_round_trip_idempotence_and_projections(store, record):
     assert store.get_record(key) == changed
     assert json.dumps(store.get_record(key, revision=1)) == json.dumps(record)
     _assert_projections_match(store, key, changed)
+
+
+@given(st.lists(mutated_records(), min_size=2, max_size=5))
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_records_of_one_batch_read_back_exactly_from_the_reordered_log(store, records):
+    # a batch stores its events by type and array index, the runs interleaved (chunks.
+    # placed_inserts): each record must still read back as given, in seq order
+    for record in records:
+        record["runId"] = f"prop-{uuid.uuid4()}"
+    summary = store.ingest_records(records, source_uri="hypothesis-batch")
+    assert (summary.accepted, summary.rejected) == (len(records), 0), summary.rejects
+    for record in records:
+        assert json.dumps(store.get_record(record["runId"])) == json.dumps(record)
+    with store.reader() as con:
+        assert stored_events_in_log_order(con)
 
 
 def test_store_verifies_after_property_runs(store):
