@@ -396,7 +396,7 @@ def test_a_batch_stores_its_events_by_family_type_and_index(tmp_path):
     path = _write_ndjson(tmp_path / "in.ndjson", _records(30))
     for workers in (0, 2):
         store = Store(tmp_path / f"w{workers}.duckdb")
-        store.ingest([str(path)], workers=workers)
+        store.ingest([str(path)], workers=workers, batch_size=100)  # one batch
         stored = _rows(store, "SELECT batch_id, type FROM events")
         assert len({row[0] for row in stored}) == 1 and len(stored) > 300
         assert {row[1] for row in stored} >= {"run_started", "item_appended", "run_finished"}
