@@ -26,7 +26,7 @@ its own errors. The SQL is the text the compiler prints for the same query at th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from typing import NamedTuple
 from datetime import UTC, datetime
 
 from recstore.query.sqltext import (
@@ -58,22 +58,19 @@ _TIME_TYPES = ("TIMESTAMP", "DATE")
 _RELATION_METHODS = ("any", "none", "count")
 
 
-@dataclass(frozen=True)
-class _Token:
+class _Token(NamedTuple):
     kind: str  # keyword | name | duration | number | string | op | punct | end
     value: str
 
 
-@dataclass(frozen=True)
-class _Scope:
+class _Scope(NamedTuple):
     """The view names resolve against, and its name in the SQL."""
 
     view: View
     alias: str
 
 
-@dataclass(frozen=True)
-class _Field:
+class _Field(NamedTuple):
     """A compared operand as printed, with what a comparison needs to know of it."""
 
     sql: str
@@ -108,15 +105,12 @@ def _tokens(text: str) -> list[_Token] | None:
     return [*tokens, _Token("end", "")]
 
 
-@dataclass
 class _Reader:
     """Recursive descent over the plain grammar, writing the SQL as the compiler prints it."""
 
-    tokens: list[_Token]
-    catalog: Catalog
-    now: datetime
-    i: int = 0
-    used_aliases: set[str] = field(default_factory=set)
+    def __init__(self, tokens: list[_Token], catalog: Catalog, now: datetime):
+        self.tokens, self.catalog, self.now, self.i = tokens, catalog, now, 0
+        self.used_aliases: set[str] = set()
 
     @property
     def tok(self) -> _Token:

@@ -43,8 +43,7 @@ full guard, so the user sees the message a first run always gave.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from recstore.errors import QueryRefused
 from recstore.query.functions import check_calls
@@ -76,8 +75,7 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE)
 
 
-@dataclass(frozen=True)
-class _Token:
+class _Token(NamedTuple):
     kind: str  # number | string | name | op | punct
     text: str
 
@@ -124,8 +122,7 @@ def plain_select(sql: str, catalog: Catalog, con: duckdb.DuckDBPyConnection, *,
     return True
 
 
-@dataclass(frozen=True)
-class _Keywords:
+class _Keywords(NamedTuple):
     """DuckDB's keywords: none may be an alias, and only an unreserved one a column's name."""
 
     every: frozenset[str]
@@ -369,8 +366,7 @@ def _select_aliases(tokens: list[_Token], columns: frozenset[str], keywords: _Ke
     return frozenset(aliases)
 
 
-@dataclass(frozen=True)
-class _Scope:
+class _Scope(NamedTuple):
     """What names an expression may read: the FROM tables' columns and the select aliases."""
 
     tables: dict[str, frozenset[str]]
