@@ -24,7 +24,7 @@ _SQL = ("WITH a AS (SELECT agent, count(*) AS n FROM runs GROUP BY ALL) "
         "SELECT agent, n FROM a ORDER BY n DESC, agent")
 _ONE = "SELECT CAST(1 AS INTEGER) AS x"
 _PLAIN = "SELECT agent, count(*) AS n FROM runs GROUP BY ALL ORDER BY n DESC, agent"
-_DSL = "tool_calls.count() >= 0 fields run_key, agent order by run_key limit 3"  # not plain
+_DSL = "tool_calls.all(call_index >= 0) fields run_key, agent order by run_key limit 3"  # not plain
 
 
 @pytest.fixture(scope="module")

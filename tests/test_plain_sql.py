@@ -14,9 +14,11 @@ from recstore.errors import InputError
 from recstore.query import compile_query, open_reader
 from recstore.query.api import execute
 from recstore.query.guard import guard_sql
+from recstore.query.plain_dsl import plain_dsl_sql
 from recstore.query.plain_sql import FUNCTIONS, MAX_DEPTH, MAX_NOTS, MAX_TOKENS, plain_select
-from recstore.query.views import catalog_from_connection
+from recstore.query.views import catalog_from_connection, default_catalog
 
+from .dsl_texts import NOW, conditions, dsl_texts
 from .hostile_cases import hostile_lines
 from .query_support import run_cli
 
@@ -104,7 +106,7 @@ def plain_queries(draw) -> str:
         items = draw(st.lists(plain_items, min_size=1, max_size=3))
         select = draw(st.sampled_from(["", "DISTINCT "])) + ", ".join(items)
         tail = draw(st.sampled_from(["", "ORDER BY ALL", "ORDER BY 1 DESC NULLS LAST"]))
-        if tail and draw(st.booleans()):
+        if tail == "ORDER BY ALL" and draw(st.booleans()):  # a LIMIT after ties picks any
             tail += f" LIMIT {draw(st.integers(0, 50))}"
     table = draw(st.sampled_from(["runs", "runs r", "runs AS r"]))
     return " ".join(p for p in (f"SELECT {select} FROM {table}",
@@ -184,12 +186,110 @@ def test_whatever_it_accepts_the_guard_passes_to_the_same_rows(reader, sql, spli
     """A plain query with a hostile fragment spliced in: refused here (the full guard then
     decides), or passed by the guard and run to the same rows."""
     con, catalog = reader
-    cuts = [i for i, ch in enumerate(sql) if ch == " "] + [len(sql)]
-    cut = cuts[where % len(cuts)]
-    glue = " " if spaced else ""
-    text = f"{sql[:cut]}{glue}{splice}{glue}{sql[cut:]}"
+    text = _spliced(sql, splice, where, spaced, " ")
     if plain_select(text, catalog, con):
         _same_as_the_guard(con, catalog, text)
+
+
+# --- the DSL's time, JSON-key and relation forms: read only in SQL plain_dsl wrote ------------
+
+_DSL_TEXTS = dsl_texts() | conditions("runs", widened=True)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_DSL_TEXTS)
+def test_the_sql_plain_dsl_writes_is_accepted_and_runs_as_the_guard_s(reader, text):
+    con, catalog = reader
+    sql = plain_dsl_sql(text, catalog, NOW)
+    assert sql is not None
+    if ".* FROM" in sql:  # `fields *`: the guard expands a table's star (see below)
+        assert not plain_select(sql, catalog, con, dsl=True)
+        return
+    assert plain_select(sql, catalog, con, dsl=True), (text, sql)
+    _same_as_the_guard(con, catalog, sql)
+
+
+_DSL_FORMS = [
+    "SELECT runs.run_key FROM runs WHERE runs.started > CAST('2026-01-01' AS TIMESTAMP)",
+    "SELECT runs.run_key FROM runs WHERE (runs.metadata ->> '$.caseId') = 'x'",
+    "SELECT runs.run_key FROM runs WHERE EXISTS(SELECT 1 FROM tool_calls AS tc WHERE "
+    "tc.run_key = runs.run_key AND TRY_CAST(tc.arguments ->> '$.amount' AS DOUBLE) > 100)",
+    "SELECT runs.run_key FROM runs WHERE (SELECT COUNT(*) FROM visits AS v WHERE "
+    "v.run_key = runs.run_key) >= 3",
+]
+
+
+@pytest.mark.parametrize("sql", _DSL_FORMS)
+def test_the_dsl_forms_typed_as_sql_go_to_the_full_guard(reader, sql):
+    con, catalog = reader
+    assert plain_select(sql, catalog, con, dsl=True)
+    assert not plain_select(sql, catalog, con)
+
+
+_EXISTS = "SELECT runs.run_key FROM runs WHERE EXISTS(SELECT 1 FROM {view} AS {alias} WHERE " \
+    "{alias}.run_key = runs.run_key{rest})"
+_NOT_DSL_FORMS = [
+    _EXISTS.format(view="tool_calls", alias="tc", rest=" AND tc.name IN (SELECT key FROM meta)"),
+    _EXISTS.format(view="tool_calls", alias="tc", rest=" AND tc.name = (SELECT 'x')"),
+    _EXISTS.format(view="tool_calls", alias="tc", rest=" AND tc.nosuch = 1"),
+    _EXISTS.format(view="tool_calls", alias="tc", rest=" AND tc.name = runs.status"),
+    _EXISTS.format(view="tool_calls", alias="tc", rest=" OR true"),
+    _EXISTS.format(view="tool_calls", alias="tc", rest=" AND"),
+    _EXISTS.format(view="tool_calls", alias="runs", rest=""),
+    _EXISTS.format(view="tool_calls", alias="select", rest=""),
+    _EXISTS.format(view="meta", alias="m", rest=""),
+    _EXISTS.format(view="sources", alias="s", rest=""),
+    _EXISTS.format(view="runs", alias="r", rest=""),
+    "SELECT runs.run_key FROM runs WHERE EXISTS(SELECT 1 FROM tool_calls AS tc WHERE "
+    "tc.run_key = runs.run_key",
+    "SELECT runs.run_key FROM runs WHERE (runs.metadata ->> '$..caseId') = 'x'",
+    "SELECT runs.run_key FROM runs WHERE (runs.metadata ->> '$.a[0]') = 'x'",
+    "SELECT runs.run_key FROM runs WHERE (runs.metadata -> '$.a') = 'x'",
+    "SELECT runs.run_key FROM runs WHERE TRY_CAST(runs.status AS DOUBLE) > 1",
+    "SELECT runs.run_key FROM runs WHERE runs.started > CAST(runs.status AS TIMESTAMP)",
+    "SELECT runs.run_key FROM runs WHERE runs.started > CAST('x' AS BLOB)",
+]
+
+
+@pytest.mark.parametrize("sql", _NOT_DSL_FORMS)
+def test_what_is_not_exactly_a_dsl_form_goes_to_the_full_guard(reader, sql):
+    con, catalog = reader
+    assert not plain_select(sql, catalog, con, dsl=True)
+
+
+@st.composite
+def _dsl_sql(draw) -> str:
+    return plain_dsl_sql(draw(_DSL_TEXTS), default_catalog(), NOW) or "SELECT 1"
+
+
+_DSL_SPLICES = _SPLICES | st.sampled_from([
+    "->> '$.a'", "->>'$..x'", "->> '$[0]'", "CAST('x' AS TIMESTAMP)", "CAST(status AS DATE)",
+    "TRY_CAST(", "AS DOUBLE)", "EXISTS(SELECT 1 FROM meta AS m WHERE m.run_key = runs.run_key)",
+    "(SELECT COUNT(*) FROM runs AS r WHERE r.run_key = runs.run_key)", "AND tc.name = 'x'",
+    "SELECT 1 FROM", "AS tc", "tc.run_key", "runs.run_key", ")", "(", "EXISTS(", "COUNT(*)",
+    "OR EXISTS(SELECT 1 FROM tool_calls AS tc WHERE tc.run_key = runs.run_key)",
+])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_dsl_sql(), _DSL_SPLICES, st.integers(0, 400), st.booleans())
+def test_whatever_it_accepts_as_dsl_the_guard_passes_to_the_same_rows(reader, sql, splice,
+                                                                      where, spaced):
+    """plain_dsl's SQL with a fragment spliced in, read with the DSL forms: refused here, or
+    passed by the guard and run to the same rows."""
+    con, catalog = reader
+    text = _spliced(sql, splice, where, spaced, " (")
+    if plain_select(text, catalog, con, dsl=True):
+        _same_as_the_guard(con, catalog, text)
+
+
+def _spliced(sql: str, splice: str, where: int, spaced: bool, before: str) -> str:
+    """``splice`` put into ``sql`` before one of its characters in ``before`` (or at its end),
+    spaced or not."""
+    cuts = [i for i, ch in enumerate(sql) if ch in before] + [len(sql)]
+    cut = cuts[where % len(cuts)]
+    glue = " " if spaced else ""
+    return f"{sql[:cut]}{glue}{splice}{glue}{sql[cut:]}"
 
 
 # --- hostile queries always go to the full guard -----------------------------------------------
@@ -211,6 +311,7 @@ _HOSTILE = [t.format(out="/tmp/recstore-never") for t in hostile_lines("queries.
 def test_hostile_queries_go_to_the_full_guard(reader, text):
     con, catalog = reader
     assert not plain_select(text, catalog, con)
+    assert not plain_select(text, catalog, con, dsl=True)
 
 
 def test_names_the_guard_would_refuse_go_to_it(reader):

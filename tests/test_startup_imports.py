@@ -82,12 +82,29 @@ def test_other_sql_imports_the_guard_once_then_runs_what_it_checked(db, tmp_path
 
 def test_a_dsl_query_imports_the_dsl_but_not_the_ingest(db, tmp_path):
     env = _own_cache(tmp_path)
-    text = "tool_calls.count() > 0 fields run_key, agent limit 3"  # beyond recstore.query.plain_dsl
+    text = "tool_calls.all(call_index >= 0) fields run_key, agent limit 3"  # beyond plain_dsl
     modules = imported_modules("--db", db, "query", text, env=env)
     assert "recstore.query.dsl" in modules
     assert _forbidden(modules, NEVER_ON_READ) == set()
     again = imported_modules("--db", db, "query", text, env=env)
     assert _forbidden(again, NEVER_ON_READ | {"sqlglot", "recstore.query.dsl"}) == set()
+
+
+# README's DSL examples, and the docs' visits.count(): the first run needs no sqlglot either
+_EVERYDAY_DSL = [
+    "status = 'failed' and agent = 'Support' and started > -7d",
+    "tool_calls.any(name = 'refund' and args.amount > 100) order by started desc limit 20",
+    "tool_calls where envelope_status = 'denied' fields run_key, name, envelope_code",
+    "visits.count() >= 3", "metadata.caseId = 'x' or not policy.none(decision = 'deny')",
+]
+
+
+@pytest.mark.parametrize("text", _EVERYDAY_DSL)
+def test_an_everyday_dsl_query_runs_without_sqlglot_the_first_time(db, tmp_path, text):
+    modules = imported_modules("--db", db, "query", text, env=_own_cache(tmp_path))
+    assert "recstore.query.plain_dsl" in modules  # the trace is read right
+    assert _forbidden(modules, NEVER_ON_READ | {"sqlglot", "recstore.query.dsl"}) == set()
+    assert len(modules) <= PLAIN_CEILING
 
 
 @pytest.mark.parametrize("command", [["runs"], ["show", "RUN", "--no-pager"], ["rejects"],

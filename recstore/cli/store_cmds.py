@@ -226,7 +226,7 @@ def _since(text: str | None) -> datetime | None:
     if text is None:
         return None
     try:
-        from recstore.query.dsl import parse_timestamp
+        from recstore.query.sqltext import parse_timestamp
 
         return parse_timestamp(text)
     except ValueError as exc:

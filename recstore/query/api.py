@@ -150,7 +150,7 @@ def _plain_query(text: str, language: str, catalog: Catalog,
         from recstore.query.plain_dsl import plain_dsl_sql
 
         sql = plain_dsl_sql(text, catalog)
-    if sql is None or not plain_select(sql, catalog, con):
+    if sql is None or not plain_select(sql, catalog, con, dsl=language == "dsl"):
         return None
     return CompiledQuery.remembered(sql, language, catalog, text, plain=True)
 

@@ -38,29 +38,20 @@ import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from sqlglot import exp
 
 from recstore.errors import DslError
 from recstore.query.sqltext import DSL_KEYWORDS as KEYWORDS
-from recstore.query.sqltext import FIELD_ALIASES
+from recstore.query.sqltext import FIELD_ALIASES, RELATION_ALIASES
 from recstore.query.sqltext import MIRRORED as _MIRRORED
 from recstore.query.sqltext import NUMERIC_TYPE as _NUMERIC
+from recstore.query.sqltext import relation_alias, shifted, timestamp_text
 from recstore.query.views import Catalog, View, default_catalog
 from recstore.store.db import row_limit
 
-# Short names users reach for; each maps to the real column or relation.
-RELATION_ALIASES = {
-    "policy": "policy_decisions",
-    "policies": "policy_decisions",
-    "guardrail": "guardrail_decisions",
-    "guardrails": "guardrail_decisions",
-    "calls": "tool_calls",
-    "prompts": "prompt_snapshots",
-}
-_TIME_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _TOKEN = re.compile(
     r"""(?P<ws>\s+|--[^\n]*)
       | (?P<duration>[+-]\d+(?:\.\d+)?[smhdw])(?![\w.])
@@ -363,7 +354,7 @@ class _Parser:
         elif token.kind == "duration":
             self.read_now = True
             try:
-                expr, kind = _timestamp(_shifted(self.now, token.value)), "time"
+                expr, kind = _timestamp(shifted(self.now, token.value)), "time"
             except ValueError as exc:
                 self.fail(str(exc))
         elif token.kind == "keyword" and token.value in ("true", "false"):
@@ -437,7 +428,7 @@ class _Parser:
         if method.value not in ("any", "all", "none", "count"):
             self.fail(f"unknown function {method.value}(); use any, all, none or count", method)
         self.expect("punct", "(")
-        inner = _Scope(child, self.alias_for(child.name))
+        inner = _Scope(child, relation_alias(child.name, self.used_aliases))
         cond = None if self.at("punct", ")") else self.condition(inner)
         close = self.expect("punct", ")", "')'")
         correlate = _eq(_col(inner.alias, "run_key"), _col(scope.alias, "run_key"))
@@ -452,15 +443,6 @@ class _Parser:
         exists = exp.Exists(this=sub)
         result = exists if method.value == "any" else exp.not_(exists)
         return _Operand(result, "predicate", "BOOLEAN", path[0].start, close.end)
-
-    def alias_for(self, view_name: str) -> str:
-        base = "".join(part[0] for part in view_name.split("_"))
-        alias, n = base, 1
-        while alias in self.used_aliases or alias == "run":
-            n += 1
-            alias = f"{base}{n}"
-        self.used_aliases.add(alias)
-        return alias
 
     def unknown(self, scope: _Scope, token: Token) -> None:
         candidates = scope.view.column_names + list(FIELD_ALIASES)
@@ -513,50 +495,8 @@ def python_literal(value: Any) -> tuple[exp.Expr, str]:
     return exp.Literal.string(str(value)), "string"
 
 
-def relative_time(text: str, now: datetime) -> datetime | None:
-    """``-7d`` / ``+2h`` relative to ``now``, or None when ``text`` is not a relative time.
-
-    Raises:
-        ValueError: the time it names falls outside the calendar (years 1 to 9999).
-    """
-    if not re.fullmatch(r"[+-]\d+(?:\.\d+)?[smhdw]", text.strip(), re.ASCII):
-        return None
-    return _shifted(now, text.strip())
-
-
-def parse_timestamp(text: str, now: datetime | None = None) -> datetime:
-    """An ISO time (with or without offset) or a relative one (``-7d``), as naive UTC.
-
-    Raises:
-        ValueError: ``text`` is neither, or names a time outside years 1 to 9999; the message
-            says which in one line.
-    """
-    now = now or datetime.now(UTC).replace(tzinfo=None)
-    relative = relative_time(text, now)
-    if relative is not None:
-        return relative
-    try:
-        value = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ValueError(f"expected an ISO time or a relative one such as -7d, got {text!r}"
-                         ) from None
-    return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
-
-
-def _shifted(now: datetime, duration: str) -> datetime:
-    """``now`` moved by ``duration`` (``-7d``). Python's dates end at years 1 and 9999, so a
-    duration past them is a ValueError naming it rather than an OverflowError."""
-    try:
-        return now + timedelta(**{_TIME_UNITS[duration[-1]]: float(duration[:-1])})
-    except OverflowError:
-        raise ValueError(f"relative time {duration} falls outside the years 1 to 9999") from None
-
-
 def _timestamp(value: datetime) -> exp.Expr:
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    text = value.isoformat(sep=" ", timespec="seconds" if not value.microsecond else "microseconds")
-    return exp.cast(exp.Literal.string(text), "TIMESTAMP")
+    return exp.cast(exp.Literal.string(timestamp_text(value)), "TIMESTAMP")
 
 
 def _unquote(token: str) -> str:

@@ -24,6 +24,15 @@ guard", never "refused") for anything else:
 * and DuckDB's own parse of the text calls only functions on the allow-list
   (:func:`~recstore.query.functions.check_calls`).
 
+With ``dsl=True`` (SQL that :mod:`recstore.query.plain_dsl` wrote for a DSL text, never SQL a
+user typed) it also accepts the four forms the DSL compiler prints for times, JSON keys and
+relations, each exactly as printed: ``CAST('text' AS TIMESTAMP|DATE)``, ``(t.c ->> '$.key')``,
+``TRY_CAST(t.c ->> '$.key' AS DOUBLE)`` (keys of letters, digits and ``_``), and
+``EXISTS(SELECT 1 FROM view AS a WHERE a.run_key = t.run_key [AND e])`` or ``(SELECT COUNT(*)
+FROM ...)`` over a view of runs' children, whose ``e`` reads only that view. Each is checked,
+then read by the rules above as the operand it stands for (the text, the column, the outer
+``t.run_key``).
+
 A text accepted here runs as written; tests/test_plain_sql.py checks that the full guard
 (:func:`~recstore.query.guard.guard_sql`) passes every query this accepts and that both run to
 the same rows, and that every hostile query of the guard's tests goes to the full guard. When
@@ -34,8 +43,7 @@ full guard, so the user sees the message a first run always gave.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from recstore.errors import QueryRefused
 from recstore.query.functions import check_calls
@@ -67,8 +75,7 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE)
 
 
-@dataclass(frozen=True)
-class _Token:
+class _Token(NamedTuple):
     kind: str  # number | string | name | op | punct
     text: str
 
@@ -77,14 +84,20 @@ class _Token:
         return self.text.lower() if self.kind == "name" else ""
 
 
-def plain_select(sql: str, catalog: Catalog, con: duckdb.DuckDBPyConnection) -> bool:
+def plain_select(sql: str, catalog: Catalog, con: duckdb.DuckDBPyConnection, *,
+                 dsl: bool = False) -> bool:
     """Whether ``sql`` is a plain read of ``catalog``'s views that may run as written (see the
     module docstring); False means "ask the full guard", never "refused". ``con`` (a
-    connection of this thread; the locked-down reader) parses and lists DuckDB's keywords."""
-    tokens = _tokens(sql)
+    connection of this thread; the locked-down reader) parses and lists DuckDB's keywords.
+    ``dsl``: the SQL is plain_dsl's, whose time, JSON and relation forms are read too."""
+    tokens = _tokens(sql, dsl)
     if not tokens or tokens[0].word != "select":
         return False
     words = _Keywords.of(con)
+    if dsl:
+        tokens = _relations_read(tokens, catalog, words)
+        if tokens is None:
+            return False
     clauses = _clauses(tokens)
     read = _from_tables(clauses.get("from", []), catalog, words) if clauses is not None else None
     if clauses is None or read is None:
@@ -109,8 +122,7 @@ def plain_select(sql: str, catalog: Catalog, con: duckdb.DuckDBPyConnection) -> 
     return True
 
 
-@dataclass(frozen=True)
-class _Keywords:
+class _Keywords(NamedTuple):
     """DuckDB's keywords: none may be an alias, and only an unreserved one a column's name."""
 
     every: frozenset[str]
@@ -132,14 +144,126 @@ class _Keywords:
         return bool(word) and word not in _KEYWORDS and word not in self.every
 
 
-def _tokens(sql: str) -> list[_Token] | None:
-    """The tokens of ``sql``, or None when some character or operator is not understood."""
+def _tokens(sql: str, dsl: bool = False) -> list[_Token] | None:
+    """The tokens of ``sql``, or None when some character or operator is not understood
+    (``dsl``: with the DSL's time and JSON-key forms read as the operand each stands for)."""
     scanned = scan(_TOKEN, sql)
     tokens = [_Token(kind, text) for kind, text in scanned or ()]
-    if scanned is None or any(t.kind == "op" and t.text not in OPERATORS for t in tokens):
+    if scanned is None or len(tokens) > MAX_TOKENS:
         return None
-    nots = sum(token.word == "not" for token in tokens)
-    return tokens if len(tokens) <= MAX_TOKENS and nots <= MAX_NOTS else None
+    if dsl:
+        tokens = _dsl_operands(tokens)
+    if any(t.kind == "op" and t.text not in OPERATORS for t in tokens):
+        return None
+    return tokens if sum(token.word == "not" for token in tokens) <= MAX_NOTS else None
+
+
+# The DSL compiler's time and JSON-key forms, token by token: "STRING" is any string literal,
+# "PATH" a JSON path of plain keys, "NAME" a name; a form's operand is what the rules read.
+_JSON_PATH = re.compile(r"'\$(\.[A-Za-z_][A-Za-z0-9_]*)+'")
+_DSL_FORMS = (
+    (("cast", "(", "STRING", "as", "timestamp", ")"), (2,)),
+    (("cast", "(", "STRING", "as", "date", ")"), (2,)),
+    (("try_cast", "(", "NAME", ".", "NAME", "->>", "PATH", "as", "double", ")"), (2, 3, 4)),
+    (("(", "NAME", ".", "NAME", "->>", "PATH", ")"), (0, 1, 2, 3, 6)),
+)
+
+
+def _dsl_operands(tokens: list[_Token]) -> list[_Token]:
+    """``tokens`` with each of the DSL's time and JSON-key forms replaced by its operand (the
+    time's text; the column a key is read from, in the parentheses it stood in)."""
+    out: list[_Token] = []
+    index = 0
+    while index < len(tokens):
+        form = next((f for f in _DSL_FORMS if _form_at(tokens, index, f[0])), None)
+        if form is None:
+            out.append(tokens[index])
+            index += 1
+            continue
+        out += [tokens[index + kept] for kept in form[1]]
+        index += len(form[0])
+    return out
+
+
+def _form_at(tokens: list[_Token], index: int, form: tuple[str, ...]) -> bool:
+    if index + len(form) > len(tokens):
+        return False
+    for want, token in zip(form, tokens[index:index + len(form)], strict=False):
+        matched = {"STRING": token.kind == "string", "NAME": token.kind == "name",
+                   "PATH": token.kind == "string" and _JSON_PATH.fullmatch(token.text)
+                   }.get(want, token.word == want or token.kind != "name" and token.text == want)
+        if not matched:
+            return False
+    return True
+
+
+_RELATION_HEADS = (("exists", "(", "select", "1", "from"),
+                   ("(", "select", "count", "(", "*", ")", "from"))
+
+
+def _relations_read(tokens: list[_Token], catalog: Catalog, words: _Keywords
+                    ) -> list[_Token] | None:
+    """``tokens`` with each relation subquery the DSL prints (see the module docstring)
+    replaced by the outer ``t.run_key`` it correlates on, once its own condition is checked
+    against its view; None when a subquery is not exactly that form."""
+    out: list[_Token] = []
+    index = 0
+    while index < len(tokens):
+        head = next((h for h in _RELATION_HEADS if _form_at(tokens, index, h)), None)
+        if head is None:
+            out.append(tokens[index])
+            index += 1
+            continue
+        opening = index + 1 if head[0] == "exists" else index
+        end = _closing(tokens, opening + 1)
+        outer = _relation_outer(tokens[index + len(head):end], catalog, words)
+        if outer is None or end == len(tokens):
+            return None
+        out += outer
+        index = end + 1
+    return out
+
+
+def _closing(tokens: list[_Token], index: int) -> int:
+    """The index of the ``)`` closing the parenthesis just before ``index`` (the length of
+    ``tokens`` when none does)."""
+    depth = 1
+    while index < len(tokens):
+        depth += {"(": 1, ")": -1}.get(tokens[index].text, 0) if tokens[index].kind == "punct" \
+            else 0
+        if depth == 0:
+            return index
+        index += 1
+    return index
+
+
+def _relation_outer(tokens: list[_Token], catalog: Catalog, words: _Keywords
+                    ) -> list[_Token] | None:
+    """For ``view AS a WHERE a.run_key = t.run_key [AND e]``: the tokens ``t . run_key``, when
+    ``view`` is a child of runs, ``a`` a fresh name and ``e`` reads only ``a``'s columns."""
+    if len(tokens) < 10 or not _form_at(tokens, 0, (
+            "NAME", "as", "NAME", "where", "NAME", ".", "run_key", "=", "NAME", ".", "run_key")):
+        return None
+    view, alias, outer = catalog.get(tokens[0].word), tokens[2].word, tokens[8].word
+    if view is None or tokens[0].word not in catalog.run_children() or tokens[4].word != alias \
+            or not words.free(alias) or alias == outer:
+        return None
+    rest = tokens[11:]
+    if rest and (rest[0].word != "and" or len(rest) == 1 or _depth(rest) > MAX_DEPTH):
+        return None
+    columns = frozenset(c.name.lower() for c in view.columns)
+    scope = _Scope({alias: columns}, frozenset(), frozenset(), "where", words)
+    if rest and not _expression(rest[1:], scope):
+        return None
+    return tokens[8:11]
+
+
+def _depth(tokens: list[_Token]) -> int:
+    depth = deepest = 0
+    for token in tokens:
+        depth += {"(": 1, ")": -1}.get(token.text, 0) if token.kind == "punct" else 0
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def _clauses(tokens: list[_Token]) -> dict[str, list[_Token]] | None:
@@ -242,8 +366,7 @@ def _select_aliases(tokens: list[_Token], columns: frozenset[str], keywords: _Ke
     return frozenset(aliases)
 
 
-@dataclass(frozen=True)
-class _Scope:
+class _Scope(NamedTuple):
     """What names an expression may read: the FROM tables' columns and the select aliases."""
 
     tables: dict[str, frozenset[str]]

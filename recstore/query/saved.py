@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from recstore.errors import InputError, NotFoundError
+from recstore.query.sqltext import parse_timestamp
 from recstore.resources import resource_dir
 
 PARAM_TYPES = ("text", "int", "number", "timestamp", "bool")
@@ -85,8 +86,6 @@ def convert(raw: str, param: Param, now: datetime | None = None) -> Any:
                 raise ValueError
             return raw.lower() in ("true", "1", "yes")
         if param.type == "timestamp":
-            from recstore.query.dsl import parse_timestamp  # the DSL, only for a time
-
             return parse_timestamp(raw, now)
         return raw
     except ValueError as exc:
