@@ -19,16 +19,21 @@ The aims (issue 11): at 3,000 runs, ``--workers 2`` at >= 1,000 runs/s and >= 1.
 ``--workers 1``. On a shared machine wall time shows the load as much as recstore; CPU seconds
 per run are printed so the two can be told apart (2 cores give at most 2 CPU-seconds per second).
 
+``--split`` also prints, for ``replay_stored`` with two workers called in a child process, the
+CPU of the writing process (reading, placing, committing) and of its workers (replaying and
+preparing) per run: the writer is one process, so its share bounds the rate on any core count.
+
 ``--profile W`` prints where the time goes instead: cProfile of the library call
 ``replay_stored`` with W workers (this process only; workers are listed by their wait).
 
-Run: python benchmarks/bench_replay.py [--sizes 3000,10000] [--repeat 3] [--profile W]
+Run: python benchmarks/bench_replay.py [--sizes 3000,10000] [--repeat 3] [--split] [--profile W]
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import pstats
 import resource
 import shutil
@@ -69,6 +74,32 @@ def _replay(base: Path, work: Path, n: int, workers: int, store: bool = True) ->
     return wall, cpu
 
 
+_SPLIT = """
+import json, resource, sys
+from recstore.query import select_run_keys
+from recstore.replay.batch import ReplayJob, replay_stored
+from recstore.store import Store
+store = Store(sys.argv[1])
+keys = select_run_keys(store, sys.argv[2])
+before = resource.getrusage(resource.RUSAGE_SELF)
+replay_stored(store, keys, ReplayJob(), workers=2)
+own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps([own.ru_utime + own.ru_stime - before.ru_utime - before.ru_stime,
+                  kids.ru_utime + kids.ru_stime]))
+"""
+
+
+def _split(base: Path, work: Path) -> tuple[float, float]:
+    """(writer CPU s, workers' CPU s) of ``replay_stored`` with two workers, in a child."""
+    copy = work / "split.duckdb"
+    shutil.copy(base, copy)
+    done = subprocess.run([sys.executable, "-c", _SPLIT, str(copy), SELECT], check=True,
+                          capture_output=True, text=True)
+    copy.unlink()
+    writer, workers = json.loads(done.stdout.splitlines()[-1])
+    return writer, workers
+
+
 def _profile(base: Path, work: Path, workers: int) -> None:
     from recstore.query import select_run_keys
     from recstore.replay.batch import ReplayJob, replay_stored
@@ -89,6 +120,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="3000,10000")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--split", action="store_true",
+                        help="also print the writer's and the workers' CPU per run")
     parser.add_argument("--profile", type=int, metavar="WORKERS",
                         help="profile the library call at the first size instead")
     args = parser.parse_args()
@@ -104,12 +137,20 @@ def main() -> None:
                 _profile(base, work, args.profile)
                 return
             rows: dict[str, list[tuple[float, float]]] = {}
+            splits = []
             for _ in range(args.repeat):  # interleaved: the machine's load hits every step alike
+                if args.split:
+                    splits.append(_split(base, work))
                 rows.setdefault("start (recstore --version)", []).append(_recstore(base, "--version")[:2])
                 rows.setdefault("no store, --workers 1", []).append(_replay(base, work, n, 1, store=False))
                 for workers in (1, 2):
                     rows.setdefault(f"replay, --workers {workers}", []).append(_replay(base, work, n, workers))
             _print(n, args.repeat, ingest, rows)
+            if splits:
+                writer = statistics.median(w for w, _ in splits) * 1000 / n
+                workers = statistics.median(k for _, k in splits) * 1000 / n
+                print(f"replay_stored, 2 workers: writer {writer:.3f} cpu ms/run, workers "
+                      f"{workers:.3f} (the writer alone allows {1000 / writer:,.0f} runs/s)")
 
 
 def _print(n: int, repeat: int, ingest: tuple[float, float], rows: dict[str, list[tuple[float, float]]]) -> None:

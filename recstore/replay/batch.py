@@ -30,6 +30,7 @@ from recstore.replay.harness import Harness, ProviderSpec, harness_from_source, 
 from recstore.replay.lineage import Placed, ReplayWriter, prepare_replay
 from recstore.replay.replay import ReplayReport, error_outcome, provider_for, replay_run
 from recstore.store import Store
+from recstore.store.chunks import Schema, chunkable, store_schema, to_chunk
 from recstore.store.prepare import Prepared, Refused
 from recstore.store.store import StoredEvents, read_runs
 
@@ -118,19 +119,33 @@ def _replay_stored_run(job: ReplayJob, stored: StoredEvents, line: int, save: bo
     return _Replayed(report, *prepare_replay(source, record, report, provider, line))
 
 
-def _replay_task(job: ReplayJob, sources: list[tuple[int, StoredEvents]], save: bool,
+def _replay_task(job: ReplayJob, sources: list[tuple[int, StoredEvents]], schema: Schema | None,
                  threads: int = 1, connections: int = DEFAULT_MAX_CONNECTIONS) -> list[_Replayed]:
     """Replay a task's sources in a worker: on ``threads`` threads when they call a model (this
-    worker's share of ``--max-connections``), in order."""
+    worker's share of ``--max-connections``), in order; with the store's ``schema`` (None: not
+    stored) the replay records come as one chunk of Arrow rows, as ingest's records do."""
+    save = schema is not None
     if threads <= 1:
-        return [_replay_stored_run(job, stored, pos + 1, save) for pos, stored in sources]
-    configure(connections)
-    return [replayed for _, replayed in run_many(
-        lambda entry: _replay_stored_run(job, entry[1], entry[0] + 1, save), sources, threads=threads)]
+        replays = [_replay_stored_run(job, stored, pos + 1, save) for pos, stored in sources]
+    else:
+        configure(connections)
+        replays = [replayed for _, replayed in run_many(
+            lambda entry: _replay_stored_run(job, entry[1], entry[0] + 1, save), sources,
+            threads=threads)]
+    return _chunked(replays, schema)
+
+
+def _chunked(replays: list[_Replayed], schema: Schema | None) -> list[_Replayed]:
+    """``replays`` with their records' rows made one chunk here in the worker (see
+    :meth:`recstore.replay.lineage.ReplayWriter.add`), off the writer's CPU."""
+    records = [r.prepared for r in replays if chunkable(r.prepared)]
+    if schema is not None and records:
+        to_chunk(records, schema)
+    return replays
 
 
 def _replayed(pool: ProcessPoolExecutor | None, workers: int, job: ReplayJob,
-              sources: Iterable[tuple[int, StoredEvents]], save: bool,
+              sources: Iterable[tuple[int, StoredEvents]], schema: Schema | None,
               max_connections: int) -> Iterator[tuple[int, str, _Replayed]]:
     """``(position, source run key, replay)`` for each source, in the order of ``sources``; at
     most ``workers * IN_FLIGHT`` tasks are sent ahead, so memory stays flat. Replays that call
@@ -139,9 +154,9 @@ def _replayed(pool: ProcessPoolExecutor | None, workers: int, job: ReplayJob,
     calls_models = job.calls_models()
     if pool is None:
         threads = run_threads(max_connections) if calls_models else 1
-        for (pos, stored), replayed in run_many(
-                lambda entry: _replay_stored_run(job, entry[1], entry[0] + 1, save), sources,
-                threads=threads):
+        for (pos, stored), replayed in run_many(  # the writer makes the chunks (ReplayWriter)
+                lambda entry: _replay_stored_run(job, entry[1], entry[0] + 1, schema is not None),
+                sources, threads=threads):
             yield pos, stored.run_key, replayed
         return
     share = max(1, -(-max_connections // workers))
@@ -156,32 +171,41 @@ def _replayed(pool: ProcessPoolExecutor | None, workers: int, job: ReplayJob,
 
     todo = iter(sources)
     while task := list(islice(todo, chunk)):
-        pending.append((task, pool.submit(_replay_task, job, task, save, threads, share)))
+        pending.append((task, pool.submit(_replay_task, job, task, schema, threads, share)))
         while len(pending) >= workers * IN_FLIGHT:
             yield from finished()
     while pending:
         yield from finished()
 
 
+@dataclass
+class _Session:
+    """The source runs (read a chunk at a time) and, when replays are stored, their writer and
+    the store's projection schema (for the workers' chunks)."""
+
+    sources: Iterable[tuple[int, StoredEvents]]
+    writer: ReplayWriter | _StoredInGroups | None = None
+    schema: Schema | None = None
+
+
 @contextmanager
-def _session(store: Store, save: bool, run_keys: list[str]
-             ) -> Iterator[tuple[Iterable[tuple[int, StoredEvents]], ReplayWriter | None]]:
-    """The source runs (read a chunk at a time) and, when ``save``, the one writer of the
-    replays; beside a server, see :class:`_StoredInGroups`."""
+def _session(store: Store, save: bool, run_keys: list[str]) -> Iterator[_Session]:
+    """The sources and, when ``save``, the one writer of the replays; beside a server, see
+    :class:`_StoredInGroups`."""
     if getattr(store, "serves_others", False):
         with store.reader() as con:
             sources = list(read_runs(con, run_keys, READ_CHUNK))
-        queue = _StoredInGroups(store) if save else None
-        yield sources, queue
+            schema = store_schema(con) if save else None
+        yield _Session(sources, _StoredInGroups(store) if save else None, schema)
         return
     if not save:
         with store.reader() as con:
-            yield read_runs(con, run_keys, READ_CHUNK), None
+            yield _Session(read_runs(con, run_keys, READ_CHUNK))
         return
     with store.writer() as con, ReplayWriter(con) as writer:
         reader = con.cursor()  # reads while the writer's batches commit on ``con``
         try:
-            yield read_runs(reader, run_keys, READ_CHUNK), writer
+            yield _Session(read_runs(reader, run_keys, READ_CHUNK), writer, store_schema(con))
         finally:
             reader.close()
 
@@ -243,8 +267,10 @@ def replay_stored(
     """
     results: list[ReplayResult | None] = [None] * len(run_keys)
     with (live_session(max_connections), worker_pool(workers if workers > 1 else 0) as pool,
-          _session(store, save, run_keys) as (sources, writer)):
-        replays = _replayed(pool, workers, job, sources, save, max_connections)
+          _session(store, save, run_keys) as session):
+        writer = session.writer
+        replays = _replayed(pool, workers, job, session.sources, session.schema,
+                            max_connections)
         placed: dict[int, Placed] = {}  # where each stored replay went, known after close
         try:
             for done, (pos, key, replayed) in enumerate(replays, 1):

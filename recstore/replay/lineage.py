@@ -5,8 +5,10 @@ A replay run is stored as a new stream with its ``replay_of`` lineage row (detai
 revision and record hash, source file, mode, input mode, harness hash, stats, per-call
 provenance, the report's verdict) in the same transaction. Replays ride the ingest data path:
 :func:`prepare_replay` does the per-record work (``recstore.store.prepare.prepare``) where the
-replay ran, often a worker process, and a :class:`ReplayWriter` places the prepared records
-through one ``BatchWriter`` for a whole command, its batches committed in the background. The
+replay ran, often a worker process (which also makes the records' rows one chunk of Arrow,
+``recstore.store.chunks``; else the writer does), and a :class:`ReplayWriter` places the
+prepared records through one ``BatchWriter`` for a whole command, as ingest places a chunk's
+records (in SQL at commit), its batches committed in the background. The
 source run is only read, never written. The ``replays`` and ``replay_calls`` views
 (``schema/020_replay.sql``) expose the detail as columns.
 
@@ -29,6 +31,7 @@ import duckdb
 from recstore.formats.reader import RawInput
 from recstore.replay.replay import ReplayReport
 from recstore.store import Store
+from recstore.store.chunks import chunkable, store_schema, to_chunk
 from recstore.store.counts import IngestSummary, SourceCounts
 from recstore.store.derived import RELATION, OwnRuns
 from recstore.store.ingest import BatchWriter
@@ -144,6 +147,7 @@ class ReplayWriter:
             con, tags=REPLAY_TAGS if tags is None else tags, batch_size=STORE_BATCH
         )
         self._counts = SourceCounts(self._writer.open_source(source_uri, "records"))
+        self._schema = store_schema(con)
         self._pending: list[_Pending] = []
         self._own = OwnRuns(self._writer, REPLAY_SOURCE)
 
@@ -167,6 +171,12 @@ class ReplayWriter:
     def _place(self) -> None:
         if not self._pending:
             return
+        # as ingest stores a record: its rows one chunk of Arrow, placed in SQL at commit (a
+        # worker may have made the chunk already)
+        records = [p.prepared for p in self._pending
+                   if chunkable(p.prepared) and p.prepared.rows is None]
+        if records:
+            to_chunk(records, self._schema)
         keys = [p.prepared.key for p in self._pending if isinstance(p.prepared, Prepared)]
         stored = self._writer.current_of(keys)
         chunk, lineage = [], []

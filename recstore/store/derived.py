@@ -80,7 +80,9 @@ class OwnRuns:
 
     def _renamed(self, p: Prepared, run_id: str) -> Prepared:
         """``p`` prepared again under ``run_id``, the id it came with kept in its metadata."""
-        record = events_to_record(Event(*event) for event in p.events)
+        events = p.events if p.rows is None else p.rows.record_events(p.first_event,
+                                                                       p.event_count)
+        record = events_to_record(Event(*event) for event in events)
         metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
         record["runId"] = run_id
         record["metadata"] = {**metadata, "replayClaimedRunId": p.run_id}
