@@ -49,6 +49,7 @@ from recstore.store.projection import (
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_MAX_RECORD_BYTES",
+    "INGEST_DUCKDB_THREADS",
     "BatchWriter",
     "InputSource",
     "run_key_for",
@@ -61,6 +62,11 @@ CHUNK_SIZE = 1000
 BATCH_BYTES = 64 * 2**20
 # How much log the write-ahead file may hold before DuckDB checkpoints it into the store.
 CHECKPOINT_BYTES = "1GB"
+# DuckDB's threads while `Store.ingest` writes. Its thread pool only adds CPU there: the inserts
+# and commits already run on the commit thread beside the placing one, and the worker processes
+# keep the other cores busy. One thread cut the writer's CPU by ~10 % a record (synth and the
+# dev corpus, docs/store.md, issue 28); the checkpoint at close runs with the setting restored.
+INGEST_DUCKDB_THREADS = 1
 # A single record (line) larger than this is rejected unread (`--max-record-bytes`).
 DEFAULT_MAX_RECORD_BYTES = 64 * 2**20
 # IngestSummary.rejects lists at most this many (memory stays flat on a file of bad lines).
@@ -106,7 +112,8 @@ class _Stream(NamedTuple):
 
 
 class BatchWriter:
-    """Appends records to the store through ``con`` (an open writer connection)."""
+    """Appends records to the store through ``con`` (an open writer connection); with
+    ``duckdb_threads``, DuckDB runs on that many threads until the writer closes."""
 
     def __init__(
         self,
@@ -117,6 +124,7 @@ class BatchWriter:
         preparer: Preparer | None = None,
         progress: Progress = NO_PROGRESS,
         on_committed: Callable[[int], None] | None = None,
+        duckdb_threads: int | None = None,
     ) -> None:
         self._con = con
         self._on_committed = on_committed  # called with each batch's id once it is committed
@@ -129,6 +137,9 @@ class BatchWriter:
         # the file free. Checkpointing once per ~1 GB of log (and when the writer closes) keeps
         # the file at the size of its data.
         con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_BYTES}'")
+        # DuckDB's threads for the writer's inserts and commits (None: as configured), restored
+        # at close: the setting is the database's, not the connection's
+        self._threads = _set_threads(con, duckdb_threads)
         self.batch_size = batch_size
         self.tags = dict(tags or {})
         self.tags_json = dumps_json(self.tags)
@@ -178,6 +189,7 @@ class BatchWriter:
         open cursor would keep the store's file lock)."""
         self._committer.close()
         self._reader.close()
+        _set_threads(self._con, self._threads)
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -623,6 +635,15 @@ def source_units(source: InputSource) -> tuple[Iterator[RawInput], str]:
     give them so, for the workers to parse) and the format of its records."""
     units = source.units() if hasattr(source, "units") else source.inputs()
     return units, getattr(source, "record_format", "aioc")
+
+
+def _set_threads(con: duckdb.DuckDBPyConnection, threads: int | None) -> int | None:
+    """Set DuckDB's ``threads`` to ``threads`` (None: leave it); returns what it was."""
+    if threads is None:
+        return None
+    before = con.execute("SELECT current_setting('threads')").fetchone()[0]
+    con.execute(f"SET threads = {int(threads)}")
+    return int(before)
 
 
 def _chunks(inputs: Iterator, size: int) -> Iterator[list]:

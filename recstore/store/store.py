@@ -226,7 +226,7 @@ class Store:
         from recstore.process import worker_pool
         from recstore.store import agentuse_ingest, otlp_io
         from recstore.store.chunks import import_lazy_modules
-        from recstore.store.ingest import BatchWriter
+        from recstore.store.ingest import INGEST_DUCKDB_THREADS, BatchWriter
         from recstore.store.prepare import (
             LOCAL_BYTES,
             WORKER_BYTES,
@@ -252,7 +252,8 @@ class Store:
         with relaxed_gc(), worker_pool(workers) as pool, self.writer() as con:
             preparer = Preparer(pool, workers)
             with BatchWriter(
-                con, tags=tags, batch_size=batch_size, preparer=preparer, progress=progress
+                con, tags=tags, batch_size=batch_size, preparer=preparer, progress=progress,
+                duckdb_threads=INGEST_DUCKDB_THREADS,
             ) as writer:
                 for tree in trees:
                     agentuse_ingest.ingest_tree(writer, tree)
