@@ -17,6 +17,7 @@ from recstore.query.plain_sql import plain_select
 from .conftest import imported_modules, run_cli
 from .dsl_texts import CATALOG, NOW, conditions, dsl_texts
 
+
 @settings(max_examples=250, deadline=None)
 @given(dsl_texts())
 def test_a_plain_dsl_text_is_read_as_the_compiler_writes_it(text):

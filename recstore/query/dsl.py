@@ -45,10 +45,15 @@ from sqlglot import exp
 
 from recstore.errors import DslError
 from recstore.query.sqltext import DSL_KEYWORDS as KEYWORDS
-from recstore.query.sqltext import FIELD_ALIASES, RELATION_ALIASES
+from recstore.query.sqltext import (
+    FIELD_ALIASES,
+    RELATION_ALIASES,
+    relation_alias,
+    shifted,
+    timestamp_text,
+)
 from recstore.query.sqltext import MIRRORED as _MIRRORED
 from recstore.query.sqltext import NUMERIC_TYPE as _NUMERIC
-from recstore.query.sqltext import relation_alias, shifted, timestamp_text
 from recstore.query.views import Catalog, View, default_catalog
 from recstore.store.db import row_limit
 

@@ -26,8 +26,8 @@ its own errors. The SQL is the text the compiler prints for the same query at th
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from recstore.query.sqltext import (
     DSL_KEYWORDS,
