@@ -103,7 +103,7 @@ def compile_query(text: str, catalog: Catalog | None = None,
     clock) runs as the SQL it was checked as then, and a text that compiles is remembered (see
     :mod:`recstore.query.checked_cache`). With ``plain_on`` (the reader connection), SQL
     without parameters that :mod:`recstore.query.plain_sql` understands runs as written,
-    and the plainest DSL as the SQL :mod:`recstore.query.plain_dsl` writes for it, without
+    and the everyday DSL as the SQL :mod:`recstore.query.plain_dsl` writes for it, without
     sqlglot (``query.plain``): should DuckDB refuse it, compile it again without ``plain_on``
     so that the full guard says why (as :func:`run_query` does).
 

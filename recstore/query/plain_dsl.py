@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from recstore.query.sqltext import (
     DSL_KEYWORDS,
+    DURATION,
     FIELD_ALIASES,
     MIRRORED,
     NUMERIC_TYPE,
@@ -45,7 +46,7 @@ from recstore.store.db import row_limit
 
 _TOKEN = re.compile(r"""
     (?P<ws>[ \t\n]+)
-  | (?P<duration>[+-][0-9]+(?:\.[0-9]+)?[smhdw])(?![\w.])
+  | (?P<duration>""" + DURATION + r""")(?![\w.])
   | (?P<number>[0-9]+(?:\.[0-9]+)?)(?![\w.])
   | (?P<string>'(?:[ -&(-~]|'')*')
   | (?P<name>[A-Za-z_][A-Za-z0-9_]*)(?!\w)

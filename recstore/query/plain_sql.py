@@ -83,6 +83,14 @@ class _Token(NamedTuple):
     def word(self) -> str:
         return self.text.lower() if self.kind == "name" else ""
 
+    @property
+    def nesting(self) -> int:
+        """How the token moves the depth of parentheses: ``(`` 1, ``)`` -1, else 0."""
+        return _NESTING.get(self.text, 0) if self.kind == "punct" else 0
+
+
+_NESTING = {"(": 1, ")": -1}
+
 
 def plain_select(sql: str, catalog: Catalog, con: duckdb.DuckDBPyConnection, *,
                  dsl: bool = False) -> bool:
@@ -229,8 +237,7 @@ def _closing(tokens: list[_Token], index: int) -> int:
     ``tokens`` when none does)."""
     depth = 1
     while index < len(tokens):
-        depth += {"(": 1, ")": -1}.get(tokens[index].text, 0) if tokens[index].kind == "punct" \
-            else 0
+        depth += tokens[index].nesting
         if depth == 0:
             return index
         index += 1
@@ -261,7 +268,7 @@ def _relation_outer(tokens: list[_Token], catalog: Catalog, words: _Keywords
 def _depth(tokens: list[_Token]) -> int:
     depth = deepest = 0
     for token in tokens:
-        depth += {"(": 1, ")": -1}.get(token.text, 0) if token.kind == "punct" else 0
+        depth += token.nesting
         deepest = max(deepest, depth)
     return deepest
 
@@ -274,7 +281,7 @@ def _clauses(tokens: list[_Token]) -> dict[str, list[_Token]] | None:
     depth = 0
     order = -1
     for index, token in enumerate(tokens):
-        depth += {"(": 1, ")": -1}.get(token.text, 0) if token.kind == "punct" else 0
+        depth += token.nesting
         if depth < 0 or depth > MAX_DEPTH:
             return None
         if token.word not in _CLAUSES:
@@ -327,7 +334,7 @@ def _from_segments(tokens: list[_Token]) -> list[tuple[bool, list[_Token]]]:
     depth = index = 0
     while index < len(tokens):
         token = tokens[index]
-        depth += {"(": 1, ")": -1}.get(token.text, 0) if token.kind == "punct" else 0
+        depth += token.nesting
         words = tuple(t.word for t in tokens[index:index + 3])
         join = next((j for j in _JOINS if words[:len(j)] == j), None) if not depth else None
         if join or not depth and token.text == ",":

@@ -40,6 +40,8 @@ DSL_KEYWORDS = frozenset(
 )
 MIRRORED = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
 NUMERIC_TYPE = re.compile(r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|U\w*INT|FLOAT|DOUBLE|DECIMAL.*)$")
+#: A relative time: ``-7d``, ``+1.5h`` (s, m, h, d, w), relative to when a query compiles.
+DURATION = r"[+-][0-9]+(?:\.[0-9]+)?[smhdw]"
 _TIME_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
@@ -61,7 +63,7 @@ def relative_time(text: str, now: datetime) -> datetime | None:
     Raises:
         ValueError: the time it names falls outside the calendar (years 1 to 9999).
     """
-    if not re.fullmatch(r"[+-]\d+(?:\.\d+)?[smhdw]", text.strip(), re.ASCII):
+    if not re.fullmatch(DURATION, text.strip()):
         return None
     return shifted(now, text.strip())
 
