@@ -22,7 +22,7 @@ def command(name: str) -> click.Command:
 
 
 @given(path=NAMES, form=st.sampled_from([("-o", " "), ("-o", ""), ("--output", "="),
-                                          ("--output", " ")]),
+                                          ("--output", " "), ("-qo", " "), ("-qo", "")]),
        text=st.text(st.sampled_from("ab =/"), min_size=1, max_size=8))
 def test_an_output_option_becomes_absolute_in_every_form(path, form, text):
     option, sep = form

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
 import click
+
+from recstore.cli.terminal import table_width
 
 __all__ = ["CLI_KEY_HEADER", "FORWARDED", "absolute_paths", "forward", "refusal", "server_for"]
 
@@ -93,18 +94,41 @@ def _option(options: dict[str, click.Option], args: list[str], i: int
     """The words of the option at ``args[i]``, a path value made absolute, and how many words
     it took; None when ``args[i]`` is not an option."""
     arg = args[i]
+    if arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
+        return _short_options(options, args, i)
     name, eq, value = arg.partition("=")
-    if not arg.startswith("--") and arg[:2] in options and len(arg) > 2:
-        name, eq, value = arg[:2], "", arg[2:]  # -oFILE (or -qv: flags)
     option = options.get(name)
     if option is None:
         return ([arg], 1) if arg.startswith("-") and arg != "-" else None
     if option.is_flag or option.count:
         return [arg], 1
-    if eq or value:  # --output=FILE, -oFILE
-        return [f"{name}{eq}{_path(option, value)}"], 1
+    if eq:  # --output=FILE
+        return [f"{name}={_path(option, value)}"], 1
+    return _with_values(option, [arg], args, i)
+
+
+def _short_options(options: dict[str, click.Option], args: list[str], i: int
+                   ) -> tuple[list[str], int]:
+    """``-qv``, ``-oFILE``, ``-qoFILE``, ``-qo FILE``: short options in one word, as click
+    reads them (flags, then at most one that takes a value: the word's rest, or the next)."""
+    arg = args[i]
+    for at in range(1, len(arg)):
+        option = options.get("-" + arg[at])
+        if option is None:
+            return [arg], 1  # not ours to judge: click names what is wrong
+        if not (option.is_flag or option.count):
+            rest = arg[at + 1:]
+            if rest:
+                return [arg[:at + 1] + _path(option, rest)], 1
+            return _with_values(option, [arg], args, i)
+    return [arg], 1
+
+
+def _with_values(option: click.Option, words: list[str], args: list[str], i: int
+                 ) -> tuple[list[str], int]:
+    """``words`` (the option) and its ``nargs`` values from ``args[i + 1:]``."""
     values = args[i + 1:i + 1 + option.nargs]
-    return [arg, *(_path(option, v) for v in values)], 1 + option.nargs
+    return [*words, *(_path(option, v) for v in values)], 1 + option.nargs
 
 
 def _argument(command: str, argument: click.Argument | None, value: str,
@@ -149,8 +173,8 @@ def forward(info: dict, command: str, args: list[str]) -> dict:
     import urllib.error  # here: only a command sent to a server pays for the import
     import urllib.request
 
-    columns = (str(shutil.get_terminal_size().columns) if sys.stdout.isatty()
-               else os.environ.get("COLUMNS"))
+    width = table_width(None, sys.stdout)
+    columns = str(width) if width else None
     body = json.dumps({"command": command, "args": args, "columns": columns}).encode()
     request = urllib.request.Request(info["url"].rstrip("/") + "/api/cli", data=body,
                                      method="POST",
