@@ -110,10 +110,13 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> None:
     # uvicorn stops on SIGTERM, then raises it again with the handler it found: with Python's
     # default one the process died there, leaving the serve file and the WAL (docker stop,
     # systemctl stop); this one unwinds like Ctrl-C does, so the store is closed and the file gone
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    with worker_pool(workers) as pool:  # forked before this process opens DuckDB
-        no_more_worker_pools()  # commands run for other shells (replay --workers) fork none
-        _serve(options, announce, ServedStore(options.db, pool=pool, workers=workers))
+    before = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        with worker_pool(workers) as pool:  # forked before this process opens DuckDB
+            no_more_worker_pools()  # commands run for other shells (replay --workers) fork none
+            _serve(options, announce, ServedStore(options.db, pool=pool, workers=workers))
+    finally:
+        signal.signal(signal.SIGTERM, before)  # a library caller's own handler again
 
 
 def _exit_on_sigterm(signum: int, _frame: Any) -> None:
