@@ -105,3 +105,27 @@ def test_a_replay_beside_a_server_is_stored_a_group_at_a_time(tmp_path, monkeypa
         served.close()
     assert sorted(k for k, _ in batches) == sorted(r.replay_run_key for r in results)
     assert len({b for _, b in batches}) == 2
+
+
+def test_a_replay_its_worker_chunked_is_renamed_from_its_chunk(tmp_path):
+    """A worker hands the writer replay records as a chunk of Arrow rows (their events lists
+    let go); one whose claimed runId is taken is prepared again from the chunk's events."""
+    from recstore.replay.lineage import ReplayWriter, prepare_replay
+    from recstore.store.chunks import to_chunk
+
+    store = Store(tmp_path / "s.duckdb")
+    store.ingest([str(AIOC_FIXTURES / f"{name}.json") for name in BASE])
+    source = load_sources(store, ["aioc:simple-run"])[0]
+    _, record, report, _ = _replay(source, "tool-allow", 1)
+    prepared, link = prepare_replay(source, record, report, "test")
+    with store.writer() as con, ReplayWriter(con) as writer:
+        to_chunk([prepared], writer.schema)  # as batch._replay_task does in a worker
+        assert prepared.events is None
+        placed = writer.add(prepared, [link])
+        writer.close()
+    assert placed.run_key not in (None, "aioc:tool-allow")
+    assert placed.claimed_run_id == "tool-allow"
+    stored = store.get_record(placed.run_key)
+    assert stored["metadata"]["replayClaimedRunId"] == "tool-allow"
+    assert stored["response"] == "variant 1"
+    assert store.verify().ok

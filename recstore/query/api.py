@@ -205,7 +205,7 @@ def open_reader(store: Store) -> contextlib.AbstractContextManager[duckdb.DuckDB
     @contextlib.contextmanager
     def reader() -> Iterator[duckdb.DuckDBPyConnection]:
         with store.reader() as con:
-            if not getattr(store, "locked_down", False):  # a served store's readers already are
+            if not store.locked_down:  # a served store's readers already are
                 lock_down(con)
             yield con
 

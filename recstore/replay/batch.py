@@ -138,8 +138,8 @@ def _replay_task(job: ReplayJob, sources: list[tuple[int, StoredEvents]], schema
 def _chunked(replays: list[_Replayed], schema: Schema | None) -> list[_Replayed]:
     """``replays`` with their records' rows made one chunk here in the worker (see
     :meth:`recstore.replay.lineage.ReplayWriter.add`), off the writer's CPU."""
-    records = [r.prepared for r in replays if chunkable(r.prepared)]
-    if schema is not None and records:
+    records = [r.prepared for r in replays if chunkable(r.prepared)] if schema else []
+    if records:
         to_chunk(records, schema)
     return replays
 
@@ -192,7 +192,7 @@ class _Session:
 def _session(store: Store, save: bool, run_keys: list[str]) -> Iterator[_Session]:
     """The sources and, when ``save``, the one writer of the replays; beside a server, see
     :class:`_StoredInGroups`."""
-    if getattr(store, "serves_others", False):
+    if store.serves_others:
         with store.reader() as con:
             sources = list(read_runs(con, run_keys, READ_CHUNK))
             schema = store_schema(con) if save else None
@@ -205,7 +205,7 @@ def _session(store: Store, save: bool, run_keys: list[str]) -> Iterator[_Session
     with store.writer() as con, ReplayWriter(con) as writer:
         reader = con.cursor()  # reads while the writer's batches commit on ``con``
         try:
-            yield _Session(read_runs(reader, run_keys, READ_CHUNK), writer, store_schema(con))
+            yield _Session(read_runs(reader, run_keys, READ_CHUNK), writer, writer.schema)
         finally:
             reader.close()
 
@@ -226,6 +226,8 @@ class _StoredInGroups:
     def add(self, prepared: Prepared | Refused, lineage: Iterable[dict]) -> Placed:
         """Queue a replay as :meth:`ReplayWriter.add` does; store the group when it is due."""
         placed = Placed()
+        if not self._queued:  # a group's time counts from its first replay
+            self._since = time.monotonic()
         self._queued.append((prepared, list(lineage), placed))
         if (len(self._queued) >= GROUP_REPLAYS
                 or time.monotonic() - self._since >= GROUP_SECONDS):
@@ -235,7 +237,6 @@ class _StoredInGroups:
     def close(self) -> None:
         """Store what is queued, in one write."""
         queued, self._queued = self._queued, []
-        self._since = time.monotonic()
         if queued:
             with self._store.writer() as con, ReplayWriter(con) as writer:
                 for prepared, lineage, placed in queued:

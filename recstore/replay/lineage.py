@@ -31,7 +31,7 @@ import duckdb
 from recstore.formats.reader import RawInput
 from recstore.replay.replay import ReplayReport
 from recstore.store import Store
-from recstore.store.chunks import chunkable, store_schema, to_chunk
+from recstore.store.chunks import Schema, chunkable, to_chunk
 from recstore.store.counts import IngestSummary, SourceCounts
 from recstore.store.derived import RELATION, OwnRuns
 from recstore.store.ingest import BatchWriter
@@ -147,7 +147,6 @@ class ReplayWriter:
             con, tags=REPLAY_TAGS if tags is None else tags, batch_size=STORE_BATCH
         )
         self._counts = SourceCounts(self._writer.open_source(source_uri, "records"))
-        self._schema = store_schema(con)
         self._pending: list[_Pending] = []
         self._own = OwnRuns(self._writer, REPLAY_SOURCE)
 
@@ -156,6 +155,11 @@ class ReplayWriter:
 
     def __exit__(self, exc_type, *exc) -> None:
         self._writer.close()
+
+    @property
+    def schema(self) -> Schema:
+        """The store's projection column types, for chunks made elsewhere (workers)."""
+        return self._writer.schema
 
     def add(self, prepared: Prepared | Refused, lineage: Iterable[dict],
             placed: Placed | None = None) -> Placed:
@@ -171,12 +175,6 @@ class ReplayWriter:
     def _place(self) -> None:
         if not self._pending:
             return
-        # as ingest stores a record: its rows one chunk of Arrow, placed in SQL at commit (a
-        # worker may have made the chunk already)
-        records = [p.prepared for p in self._pending
-                   if chunkable(p.prepared) and p.prepared.rows is None]
-        if records:
-            to_chunk(records, self._schema)
         keys = [p.prepared.key for p in self._pending if isinstance(p.prepared, Prepared)]
         stored = self._writer.current_of(keys)
         chunk, lineage = [], []
@@ -184,6 +182,12 @@ class ReplayWriter:
             prepared, links = self._own_run(pending, stored)
             chunk.append(prepared)
             lineage.extend(links)
+        # as ingest stores a record: its rows one chunk of Arrow, placed in SQL at commit (a
+        # worker may have made the chunk already); after _own_run, which may prepare a record
+        # again under a fresh id
+        records = [p for p in chunk if chunkable(p) and p.rows is None]
+        if records:
+            to_chunk(records, self._writer.schema)
         self._writer.store_prepared(chunk, self._counts, lineage)
         self._pending = []
 

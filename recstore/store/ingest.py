@@ -167,10 +167,11 @@ class BatchWriter:
         )
         self._next_reject = self._max("SELECT max(reject_id) FROM rejects") + 1
         row = con.execute("SELECT hash FROM batches ORDER BY batch_id DESC LIMIT 1").fetchone()
-        schema = store_schema(con)
-        # records come prepared as chunks of Arrow rows, which the commit places in SQL
-        self._preparer.schema = schema
-        self._committer = BatchCommitter(con, row[0] if row else None, self._count_batch, schema)
+        # records come prepared as chunks of Arrow rows (made with these column types), which
+        # the commit places in SQL
+        self.schema = self._preparer.schema = store_schema(con)
+        self._committer = BatchCommitter(con, row[0] if row else None, self._count_batch,
+                                         self.schema)
         self._batch = Batch(self._next_batch)
 
     def _count_batch(self, batch_id: int) -> None:

@@ -126,6 +126,12 @@ class Store:
     ``on_lock_wait(message)`` is told once per open that has to wait.
     """
 
+    #: Whether its readers come locked down already (``recstore.query.open_reader``).
+    locked_down = False
+    #: Whether other shells' commands run on it too (``recstore serve``'s store), so a long
+    #: command holds it a little at a time (``recstore.replay.batch``).
+    serves_others = False
+
     def __init__(self, path: str | os.PathLike | None = None, *,
                  lock_timeout: float | None = None,
                  on_lock_wait: Callable[[str], None] | None = None):
