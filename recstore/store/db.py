@@ -412,12 +412,10 @@ def views_digest() -> str:
 
 def refresh_views(con: duckdb.DuckDBPyConnection) -> None:
     """Define the public views again (``*_views.sql``): DuckDB keeps a view's column list as it
-    was when the view was created, so columns later files add to a table appear only then."""
+    was when the view was created, so columns later files add to a table appear only then. The
+    store keeps the digest of the SQL that defined them (:func:`views_digest`)."""
     for file in _views_files():
         con.execute(file.read_text(encoding="utf-8"))
-
-
-def _record_views_digest(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [VIEWS_DIGEST_KEY, views_digest()])
 
 
@@ -464,7 +462,6 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         con.execute(
             "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(top)]
         )
-        _record_views_digest(con)
 
 
 def _refresh_stale_views(con: duckdb.DuckDBPyConnection) -> None:
@@ -474,4 +471,3 @@ def _refresh_stale_views(con: duckdb.DuckDBPyConnection) -> None:
         return
     with transaction(con):
         refresh_views(con)
-        _record_views_digest(con)
