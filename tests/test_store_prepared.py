@@ -284,3 +284,17 @@ def test_a_worker_forked_by_ingest_imports_nothing_at_its_first_chunk(tmp_path):
         capture_output=True, text=True, check=True, timeout=120,
     ).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_store_ingest_imports_them_before_it_forks_its_workers(tmp_path, monkeypatch, workers):
+    """The test above checks import_lazy_modules itself; this one that Store.ingest calls it
+    when it forks workers, and only then."""
+    import recstore.store.chunks as chunks
+
+    calls: list[int] = []
+    monkeypatch.setattr(chunks, "import_lazy_modules", lambda: calls.append(1))
+    path = tmp_path / "c.ndjson"
+    path.write_text("".join(json.dumps(r) + "\n" for r in CORPUS[:4]), encoding="utf-8")
+    assert Store(tmp_path / "s.duckdb").ingest([str(path)], workers=workers).accepted == 4
+    assert len(calls) == (1 if workers else 0)
