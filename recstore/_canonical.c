@@ -602,6 +602,90 @@ static PyObject *too_deep(PyObject *module, PyObject *args)
     return PyBool_FromLong(rc);
 }
 
+/* The widest integers orjson reads exactly: -2**63 and 2**64 - 1, as decimal digits. */
+static const char MOST_NEGATIVE[] = "9223372036854775808";
+static const char MOST_POSITIVE[] = "18446744073709551615";
+
+static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+
+/* Whether the digits of an integer literal (sign apart) are beyond its sign's bound. */
+static int beyond_64_bits(const unsigned char *digits, Py_ssize_t n, int negative)
+{
+    while (n > 1 && digits[0] == '0') {
+        digits++;
+        n--;
+    }
+    const char *bound = negative ? MOST_NEGATIVE : MOST_POSITIVE;
+    Py_ssize_t width = (Py_ssize_t)strlen(bound);
+    if (n != width)
+        return n > width;
+    return memcmp(digits, bound, (size_t)width) > 0;
+}
+
+/* Whether text holds, outside string literals, an integer literal (no fraction, no exponent)
+ * beyond 64 bits. The scan is the twin of canonical.py's _JSON_TOKENS regex read left to
+ * right: a '"' opens a string that runs to the next '"' not escaped by a backslash, or to the
+ * end of the text; a number is -?digits, then .digits, then [eE][+-]?digits, each of the last
+ * two taken only when complete. Linear in the text. */
+static int holds_wide_integer(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c == '"') {
+            Py_ssize_t j = i + 1;
+            while (j < n && s[j] != '"')
+                j += s[j] == '\\' ? 2 : 1;
+            i = j + 1;  /* past the closing quote, or past the end: an open string */
+            continue;
+        }
+        int negative = c == '-' && i + 1 < n && is_digit(s[i + 1]);
+        if (negative)
+            i++;
+        else if (!is_digit(c)) {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i;
+        while (i < n && is_digit(s[i]))
+            i++;
+        Py_ssize_t digits = i - start;
+        int integer = 1;
+        if (i + 1 < n && s[i] == '.' && is_digit(s[i + 1])) {
+            integer = 0;
+            for (i += 1; i < n && is_digit(s[i]); i++)
+                ;
+        }
+        if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+            Py_ssize_t k = i + 1;
+            if (k < n && (s[k] == '+' || s[k] == '-'))
+                k++;
+            if (k < n && is_digit(s[k])) {
+                integer = 0;
+                for (i = k; i < n && is_digit(s[i]); i++)
+                    ;
+            }
+        }
+        if (integer && beyond_64_bits(s + start, digits, negative))
+            return 1;
+    }
+    return 0;
+}
+
+static PyObject *wide_integer(PyObject *module, PyObject *args)
+{
+    (void)module;
+    Py_buffer text;
+    if (!PyArg_ParseTuple(args, "y*:wide_integer", &text))
+        return NULL;
+    int found;
+    Py_BEGIN_ALLOW_THREADS
+    found = holds_wide_integer((const unsigned char *)text.buf, text.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&text);
+    return PyBool_FromLong(found);
+}
+
 static PyMethodDef methods[] = {
     {"dumps", dumps, METH_VARARGS,
      "dumps(value, known=None) -> bytes | None\n\naioc's canonical JSON of a JSON-sourced "
@@ -612,6 +696,10 @@ static PyMethodDef methods[] = {
      "too_deep(value, limit) -> bool | None\n\nWhether a JSON-sourced list or dict nests "
      "lists/dicts more than limit levels deep (the value itself is level 1); None when the "
      "value is not an exact list or dict or holds a subclass of one (the Python walk decides)."},
+    {"wide_integer", wide_integer, METH_VARARGS,
+     "wide_integer(text) -> bool\n\nWhether UTF-8 JSON text (any bytes-like object) holds, "
+     "outside string literals, an integer literal below -2**63 or above 2**64 - 1: one orjson "
+     "reads as a float."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -81,6 +81,8 @@ _c_dumps: _CDumps | None = _c_function("dumps")
 BACKEND: Literal["c", "python"] = "python" if _c_dumps is None else "c"
 # too_deep(value, limit): the depth walk in C, None for a value it leaves to Python
 _c_too_deep: Callable[[Any, int], bool | None] | None = _c_function("too_deep")
+# wide_integer(text): has_wide_integer's scan in C
+_c_wide_integer: Callable[[bytes], bool] | None = _c_function("wide_integer")
 
 
 def _reject_constant(name: str) -> Any:
@@ -145,6 +147,42 @@ def nested_too_deep(value: Any, text: str | bytes | None = None) -> bool:
         children = node.values() if isinstance(node, dict) else node
         stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
     return False
+
+
+# The widest integers orjson reads exactly (it reads wider ones as floats), as digits.
+_MOST_NEGATIVE, _MOST_POSITIVE = str(2**63), str(2**64 - 1)
+# JSON text as string literals (to the next unescaped quote, or the end of an unclosed one;
+# possessive, so a hostile text is scanned once) and numbers (their parts in groups), read left
+# to right; every other byte is skipped. _canonical.c's holds_wide_integer is its twin.
+_JSON_TOKENS = re.compile(
+    rb'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)|(-?)([0-9]+)(\.[0-9]+)?([eE][+-]?[0-9]+)?', re.DOTALL
+)
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_WIDE_DIGIT_RUN = b"0" * len(_MOST_NEGATIVE)  # the fewest digits of a wide integer
+
+
+def has_wide_integer(text: bytes) -> bool:
+    """Whether JSON ``text`` (UTF-8) holds, outside string literals, an integer literal (no
+    fraction, no exponent) below -2**63 or above 2**64 - 1: one orjson reads as a float.
+    ``1e+21`` and digits inside strings are not: orjson reads those exactly. Scanned in C when
+    the extension is built."""
+    if _c_wide_integer is not None:
+        return _c_wide_integer(text)
+    if _WIDE_DIGIT_RUN not in bytes(text).translate(_DIGITS_TO_ZERO):
+        return False  # no run of 19 digits anywhere: the cheap answer for most texts
+    return any(
+        fraction is None and exponent is None and _beyond_64_bits(digits, sign == b"-")
+        for sign, digits, fraction, exponent in (m.groups() for m in _JSON_TOKENS.finditer(text))
+        if digits is not None
+    )
+
+
+def _beyond_64_bits(digits: bytes, negative: bool) -> bool:
+    """Whether an integer literal's digits (sign apart) are beyond its sign's bound; compared
+    as text, since int() refuses over 4,300 digits."""
+    digits = digits.lstrip(b"0") or b"0"
+    bound = (_MOST_NEGATIVE if negative else _MOST_POSITIVE).encode()
+    return (len(digits), digits) > (len(bound), bound)
 
 
 def loads_strict(text: str | bytes) -> Any:

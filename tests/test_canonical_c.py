@@ -262,3 +262,60 @@ def test_the_depth_walk_leaves_subclasses_and_scalars_to_python(deep):
     assert canonical.nested_too_deep(value) is deep
     with pytest.raises(ValueError):
         too_deep([], 513)  # past the C limit: a caller's limit cannot deepen the C stack
+
+
+def _python_scan(text: bytes) -> bool:
+    """has_wide_integer on the pure-Python path."""
+    saved = canonical._c_wide_integer
+    canonical._c_wide_integer = None
+    try:
+        return canonical.has_wide_integer(text)
+    finally:
+        canonical._c_wide_integer = saved
+
+
+def _holds_wide_int(value) -> bool:
+    """The reference: an int orjson cannot hold anywhere in a parsed value (json.dumps writes
+    ints as integer literals, floats always with a '.' or an exponent)."""
+    if isinstance(value, dict):
+        return any(map(_holds_wide_int, value.values()))
+    if isinstance(value, list):
+        return any(map(_holds_wide_int, value))
+    return type(value) is int and not -(2**63) <= value <= 2**64 - 1
+
+
+_BOUNDS = [2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**19, -(10**19), 10**20]
+# Digits in strings and keys, float literals with long digit runs, and integers either side of
+# orjson's bounds: the cases the scan must tell apart.
+_digit_heavy = st.one_of(
+    json_values,
+    st.one_of(st.integers(-(2**65), 2**65), st.sampled_from(_BOUNDS))
+    .map(lambda i: [i, str(i), {str(i): float(i)}]),
+    st.sampled_from([1e21, 1234567890123456789.5, 12345678901234567890e-3, -(2.0**64)]),
+)
+
+
+@settings(max_examples=150)
+@given(_digit_heavy, st.booleans())
+def test_the_wide_integer_scan_finds_exactly_what_orjson_cannot_hold(value, ascii_only):
+    text = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    assert _python_scan(text) is _holds_wide_int(value)
+    assert canonical.has_wide_integer(text) is _holds_wide_int(value)
+
+
+@needs_c
+@settings(max_examples=200)
+@given(st.lists(st.sampled_from([b'"', b"\\", b"-", b".", b"e", b"E", b"+", b"0", b"7", b"x",
+                                 b"\n", b"9223372036854775808", b"18446744073709551615",
+                                 b"18446744073709551616"]), max_size=30).map(b"".join))
+def test_the_wide_integer_scan_in_c_answers_as_python_on_any_text(text):
+    # not JSON at all: open strings, trailing backslashes, bare signs, leading zeros
+    assert canonical.has_wide_integer(text) is _python_scan(text)
+
+
+def test_the_wide_integer_scan_is_linear_on_a_hostile_text():
+    # one string that never closes, of escaped quotes: a backtracking scan is quadratic here
+    opened = b'"' + b'\\"' * 200_000
+    for text, wide in ((opened + b"1" * 30, False), (opened + b'" ' + b"1" * 30, True)):
+        assert _python_scan(text) is wide  # the digits in the open string are not a number
+        assert canonical.has_wide_integer(text) is wide

@@ -86,7 +86,7 @@ def test_stored_json_text_round_trips_exactly(value):
 @given(json_values)
 @settings(max_examples=300, deadline=None)
 def test_input_is_parsed_exactly(value):
-    """orjson's value is kept for text with long digit runs unless it rounded an integer."""
+    """orjson's value is kept unless the text holds an integer beyond 64 bits."""
     text = json.dumps(value)
     parsed, error = parse_json_bytes(text.encode())
     assert error is None

@@ -15,7 +15,13 @@ from typing import Any
 
 import orjson
 
-from recstore.canonical import JSONParseError, canonical_json, loads_strict, nested_too_deep
+from recstore.canonical import (
+    JSONParseError,
+    canonical_json,
+    has_wide_integer,
+    loads_strict,
+    nested_too_deep,
+)
 
 __all__ = [
     "dumps_json",
@@ -26,12 +32,6 @@ __all__ = [
     "sha256_canonical_record",
 ]
 
-# A run of 16+ digits may be an integer orjson would round: such text is parsed exactly (by the
-# stdlib; on input, only when orjson's value shows it rounded one).
-# Map every digit to b"0" (C speed) and look for 16 in a row: a regex is 4x slower on bytes,
-# 20x on str.
-_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_SIXTEEN_DIGITS = b"0" * 16
 # The first byte of a character beyond U+FFFF in UTF-8.
 _ASTRAL_LEAD = re.compile(b"[\xf0-\xf4]")
 
@@ -58,20 +58,17 @@ def parse_json_bytes(data: bytes) -> tuple[Any, str | None]:
     strict stdlib parser, which also words the error (with line and column) and refuses
     values nested deeper than the store keeps (``MAX_JSON_DEPTH``).
     """
-    long_digits = _SIXTEEN_DIGITS in bytes(data).translate(_DIGITS_TO_ZERO)
-    # orjson reads every number exactly but an integer beyond 64 bits, which it makes a float
-    # (of magnitude 2**63 at least); only text with a 16-digit run can hold one. For such text
-    # the stdlib parser is the lighter one when it is ASCII (its str is the text once; orjson
-    # holds a document of its own while it builds the value: 11.5 MB of numbers peaked 19 MiB
-    # higher), orjson when it is not (the str of a text with an emoji is 4 bytes a character:
-    # a 25 MB record with a sha256 in it peaked 74 MiB higher through the stdlib).
-    if not (long_digits and data.isascii()):
+    # orjson reads every number exactly but an integer beyond 64 bits, which it makes a float:
+    # text with one takes the stdlib parser. The scan is exact (C, about 1/15 of orjson's
+    # parse): a screen for 16-digit runs once sent a fifth of the dev corpus's records (``1e+21``,
+    # digits in strings) through orjson, a Python walk of the value and often the stdlib parser.
+    if not has_wide_integer(data):
         try:
             value = orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
         else:
-            if not (long_digits and _has_huge_float(value)) and not nested_too_deep(value, data):
+            if not nested_too_deep(value, data):
                 return value, None
             del value
     try:
@@ -81,23 +78,6 @@ def parse_json_bytes(data: bytes) -> tuple[Any, str | None]:
 
 
 _INT32 = 2**31
-_INT64 = 2.0**63
-
-
-def _has_huge_float(value: Any) -> bool:
-    """Whether a parsed value holds a float of magnitude 2**63 or more (or NaN, inf): what
-    orjson makes of an integer it cannot hold exactly. Walked without recursion."""
-    stack: list[Any] = [[value]]
-    while stack:
-        node = stack.pop()
-        for child in node.values() if type(node) is dict else node:
-            kind = type(child)
-            if kind is float:
-                if not -_INT64 < child < _INT64:
-                    return True
-            elif kind is dict or kind is list:
-                stack.append(child)
-    return False
 
 
 def int32(value: Any) -> int | None:
@@ -143,7 +123,7 @@ def dumps_json_lean(value: Any) -> str | bytes:
 def loads_json(text: str | bytes) -> Any:
     """Parse JSON text the store wrote itself (trusted; ``Infinity`` allowed, ints exact)."""
     data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    if _SIXTEEN_DIGITS not in data.translate(_DIGITS_TO_ZERO):
+    if not has_wide_integer(data):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
