@@ -15,6 +15,13 @@ the record, sha256), nothing else, in one process. Every ingest must do that muc
 records from duplicates and revisions, so its ratio to the floor bounds a single-process ingest
 from above (two worker processes: about twice that).
 
+A third baseline bounds the writer: ``store only`` is DuckDB alone storing each line's text in
+one VARCHAR column of a store-like file (64 KiB blocks, one thread, a commit per 2,000 lines as
+the ingest commits, then CHECKPOINT), the lines already in Arrow; its CPU per record is what one
+process pays DuckDB to put the records' bytes in the file (the write-ahead log, compression). The
+writer stores at least those bytes (as event payloads, plus the projection rows), so its CPU per
+record cannot go below that while one process writes one DuckDB file.
+
 Each phase runs in its own process (its peak RSS and CPU time are its own: user + system, all
 threads, and child processes), floor and recstore interleaved ``--repeat`` times; medians are
 printed. Ratios are recstore throughput / floor throughput (>= 0.5 is the aim) and recstore
@@ -141,6 +148,33 @@ def phase_hash(corpus: Path, db: Path) -> dict:
     return {"seconds": time.perf_counter() - start, "rows": rows, **_usage()}
 
 
+def phase_store(corpus: Path, db: Path) -> dict:
+    import duckdb
+    import pyarrow as pa
+
+    from recstore.store.chain import DEFAULT_BATCH_SIZE
+    from recstore.store.db import NEW_FILE_BLOCK_SIZE
+
+    with open(corpus, "rb") as fh:
+        texts = pa.array([line.rstrip(b"\n") for line in fh], pa.binary()).cast(pa.string())
+    start, cpu = time.perf_counter(), time.process_time()  # DuckDB's part only
+    con = duckdb.connect()
+    con.execute(f"ATTACH ? AS store (BLOCK_SIZE {NEW_FILE_BLOCK_SIZE})", [str(db)])
+    con.execute("USE store")
+    con.execute("SET threads = 1")  # as Store.ingest's writer runs it
+    con.execute("CREATE TABLE records (raw VARCHAR)")
+    for at in range(0, len(texts), DEFAULT_BATCH_SIZE):
+        batch = pa.table({"raw": texts.slice(at, DEFAULT_BATCH_SIZE)})  # noqa: F841 (SQL reads it)
+        con.execute("BEGIN")
+        con.execute("INSERT INTO records SELECT raw FROM batch")
+        con.execute("COMMIT")
+    con.execute("CHECKPOINT")
+    rows = con.execute("SELECT count(*) FROM records").fetchone()[0]
+    con.close()
+    return {"seconds": time.perf_counter() - start, "store_cpu": time.process_time() - cpu,
+            "rows": rows, **_usage()}
+
+
 def _cpu_split() -> tuple[float, float]:
     """CPU seconds (user + system) of this process and of its ended child processes."""
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -213,10 +247,11 @@ def _median(results: list[dict], key: str) -> float:
 def measure(work: Path, n: int, repeat: int, shape: str = "synth") -> dict:
     corpus = work / f"corpus-{n}.ndjson"
     write_corpus(corpus, n, shape=shape)
-    floor, hashed, ours = [], [], []
+    floor, hashed, stored, ours = [], [], [], []
     for _ in range(repeat):  # interleaved: a noisy neighbour hits every phase
         floor.append(_run("floor", corpus, work / "floor.duckdb"))
         hashed.append(_run("hash", corpus, work / "hash.out"))
+        stored.append(_run("store", corpus, work / "store-only.duckdb"))
         ours.append(_run("ingest", corpus, work / "store.duckdb"))
     corpus_bytes = corpus.stat().st_size
     corpus.unlink()
@@ -232,6 +267,7 @@ def measure(work: Path, n: int, repeat: int, shape: str = "synth") -> dict:
     row["bytes_ratio"] = row["recstore_bytes"] / row["floor_bytes"]
     row["writer_us"] = _median(ours, "writer_cpu") / n * 1e6
     row["worker_us"] = _median(ours, "worker_cpu") / n * 1e6
+    row["store_only_us"] = _median(stored, "store_cpu") / n * 1e6
     row["workers"] = ours[0]["workers"]
     row["backend"] = ours[0]["backend"]
     return row
@@ -247,7 +283,7 @@ def implied_throughput(writer_us: float, worker_us: float, cores: int) -> float:
 
 def print_cpu_split(rows: list[dict]) -> None:
     header = (f"{'records':>8} {'workers':>7} {'canonical':>9} | {'writer us/rec':>13} "
-              f"{'workers us/rec':>14} | "
+              f"{'store only us/rec':>17} {'workers us/rec':>14} | "
               + " ".join(f"{f'{c} cores rec/s':>15}" for c in CORES))
     print("\nCPU per record: the writer vs the worker processes, and the throughput implied")
     print(header)
@@ -256,10 +292,12 @@ def print_cpu_split(rows: list[dict]) -> None:
         implied = " ".join(f"{implied_throughput(r['writer_us'], r['worker_us'], c):>15,.0f}"
                            for c in CORES)
         print(f"{r['n']:>8,} {r['workers']:>7} {r['backend']:>9} | {r['writer_us']:>13,.0f} "
-              f"{r['worker_us']:>14,.0f} | {implied}")
+              f"{r['store_only_us']:>17,.0f} {r['worker_us']:>14,.0f} | {implied}")
+    print("store only: DuckDB alone storing each record's text in one process (see above); the "
+          "writer stores at least those bytes")
 
 
-PHASES = {"floor": phase_floor, "hash": phase_hash, "ingest": phase_ingest}
+PHASES = {"floor": phase_floor, "hash": phase_hash, "store": phase_store, "ingest": phase_ingest}
 
 
 def main() -> None:
