@@ -73,7 +73,7 @@ def measure(shape: str, repeat: int) -> dict[str, float]:
     from recstore.store.prepare import _prepare_chunk, prepare
 
     line_digests = getattr(chain, "line_digests", None)  # a tree before issue 28's payloads
-    records = shape_records(shape, 1200)
+    records = list(shape_records(shape, 1200))  # synth comes as a generator
     raws = _raws(records)
     with tempfile.TemporaryDirectory() as tmp:
         schema = _schema(Path(tmp))
