@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from recstore.formats.jsontext import dumps_json_lean, int32, loads_json
+from recstore.formats.jsontext import dumps_json_bytes, dumps_json_lean, int32, loads_json
 
 __all__ = [
     "ARRAY_EVENT_TYPES", "FAMILY_OF", "Event", "event_count", "events_to_record", "record_to_events",
@@ -62,8 +62,8 @@ _FINISH_FIELDS = frozenset(
 
 class Event(NamedTuple):
     """One event of a stream: ``idx`` is the element's position in its record array.
-    ``payload_text`` is JSON text: a ``str``, or its UTF-8 ``bytes`` where
-    :func:`record_to_events` found them smaller (see ``dumps_json_lean``)."""
+    ``payload_text`` is JSON text: a ``str`` or its UTF-8 ``bytes`` (:func:`record_to_events`
+    makes ``bytes``, or, consuming a big record, whichever is smaller: see ``dumps_json_lean``)."""
 
     type: str
     idx: int | None
@@ -80,9 +80,11 @@ def event_count(record: dict[str, Any]) -> int:
 
 
 def record_to_events(record: dict[str, Any], consume: bool = False) -> list[Event]:
-    """The events of one record, in stream order (run_started first, run_finished last);
-    ``consume``: each array element is replaced by None in ``record`` once its event is made
-    (a big record's parsed elements go as their payloads come)."""
+    """The events of one record, in stream order (run_started first, run_finished last), their
+    payloads UTF-8 ``bytes``; ``consume``: each array element is replaced by None in ``record``
+    once its event is made (a big record's parsed elements go as their payloads come), and each
+    payload is a ``str`` where that takes less memory."""
+    dumps = dumps_json_lean if consume else dumps_json_bytes
     start: dict[str, Any] = {}
     finish: dict[str, Any] = {}
     array_events: list[Event] = []
@@ -91,17 +93,15 @@ def record_to_events(record: dict[str, Any], consume: bool = False) -> list[Even
         if etype is not None and isinstance(value, list):
             for i, element in enumerate(value):
                 turn = int32(element.get("turn")) if type(element) is dict else None
-                array_events.append(Event(etype, i, turn, dumps_json_lean(element)))
+                array_events.append(Event(etype, i, turn, dumps(element)))
                 if consume:
                     value[i] = element = None
         elif key in _FINISH_FIELDS:
             finish[key] = value
         else:
             start[key] = value
-    started = Event(
-        "run_started", None, None, dumps_json_lean({"keyOrder": list(record), "fields": start})
-    )
-    finished = Event("run_finished", None, None, dumps_json_lean({"fields": finish}))
+    started = Event("run_started", None, None, dumps({"keyOrder": list(record), "fields": start}))
+    finished = Event("run_finished", None, None, dumps({"fields": finish}))
     return [started, *array_events, finished]
 
 

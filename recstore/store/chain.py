@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -27,6 +28,7 @@ __all__ = [
     "Digest",
     "batch_hash",
     "line_digest",
+    "line_digests",
 ]
 
 #: Records an ingest commits per batch (one chain hash each) unless told otherwise; here, not in
@@ -63,16 +65,29 @@ def line_digest(
     turn: int | None,
     payload: str | bytes,
 ) -> str:
-    """sha256 (hex) of one event's line: what the batch digest is made of. Computed where the
-    event is prepared (perhaps a worker process), so the writer only joins them."""
-    head = _FIELD.join(
-        (stream_key, str(stream_pos), str(revision), etype, _field(idx), _field(turn), "")
-    )
-    # hashed piece by piece: joining a large payload into the line held two more copies of it
-    digest = hashlib.sha256(head.encode("utf-8"))
-    digest.update(payload if isinstance(payload, bytes) else payload.encode("utf-8"))
-    digest.update(_END.encode("ascii"))
-    return digest.hexdigest()
+    """sha256 (hex) of one event's line: what the batch digest is made of."""
+    return line_digests(stream_key, revision, [(etype, idx, turn, payload)], stream_pos)
+
+
+def line_digests(stream_key: str, revision: int, events: Iterable[tuple], first_pos: int = 0
+                 ) -> str:
+    """The line digests (:func:`line_digest`) of ``events`` (``(type, idx, turn, payload)``)
+    of stream ``stream_key`` from stream position ``first_pos``, joined into one string.
+    Computed where the events are prepared (perhaps a worker process), so the writer only
+    adds them: one call a record, the fields every line shares formatted once."""
+    sha256 = hashlib.sha256
+    key = stream_key + _FIELD
+    rev = _FIELD + str(revision) + _FIELD
+    end = _END.encode("ascii")
+    digests = []
+    for pos, (etype, idx, turn, payload) in enumerate(events, first_pos):
+        head = f"{key}{pos}{rev}{etype}{_FIELD}{_field(idx)}{_FIELD}{_field(turn)}{_FIELD}"
+        # hashed piece by piece: joining a large payload into the line held two more copies
+        digest = sha256(head.encode("utf-8"))
+        digest.update(payload if type(payload) is bytes else payload.encode("utf-8"))
+        digest.update(end)
+        digests.append(digest.hexdigest())
+    return "".join(digests)
 
 
 class Digest:

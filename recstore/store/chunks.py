@@ -15,7 +15,9 @@ more cores preparing records make ingest faster (issue 28).
 
 from __future__ import annotations
 
+import array
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import NamedTuple
 
 import duckdb
@@ -80,8 +82,7 @@ def chunkable(p: object) -> bool:
 def to_chunk(prepared: Sequence, schema: Schema) -> ChunkRows:
     """The rows of ``prepared`` (:class:`~recstore.store.prepare.Prepared` records whose
     events and projection are still Python lists) as one :class:`ChunkRows`; each record then
-    refers to it (``rows``, ``rec``, ``first_event``) and lets go of its lists, and its line
-    digests are joined into one string."""
+    refers to it (``rows``, ``rec``, ``first_event``) and lets go of its lists."""
     recs: list[int] = []
     positions: list[int] = []
     families: list[int] = []
@@ -104,14 +105,13 @@ def to_chunk(prepared: Sequence, schema: Schema) -> ChunkRows:
                 owners, kept = table_rows[table]
                 owners.extend([rec] * len(rows))
                 kept.extend(rows)
-        p.digests = "".join(p.digests)
         p.events = p.projection = None
         p.rec = rec
+    types, idxs, turns, payloads = event_columns
     events = pa.table(
         [pa.array(recs, pa.int32()), pa.array(positions, pa.int32()),
-         *(arrow_column(values, ARROW_TYPES[dtype], False)
-           for values, dtype in zip(event_columns, EVENT_TYPES.values(), strict=True)),
-         pa.array(families, pa.int8())],
+         arrow_column(types, pa.string(), False), pa.array(idxs, pa.int32()),
+         pa.array(turns, pa.int32()), _payload_column(payloads), pa.array(families, pa.int8())],
         names=["rec", "pos", *EVENT_TYPES, "family"],
     )
     tables = {}
@@ -122,6 +122,26 @@ def to_chunk(prepared: Sequence, schema: Schema) -> ChunkRows:
     for p in prepared:
         p.rows = chunk
     return chunk
+
+
+def _payload_column(payloads: list[str | bytes]) -> pa.Array:
+    """The events' payloads as a string column: their UTF-8 ``bytes`` (what
+    :func:`recstore.formats.events.record_to_events` makes) joined into one buffer, its
+    offsets their running lengths, checked as UTF-8 by the cast (zero-copy) as ``pa.array``
+    checks text given as bytes. Anything else (a ``str``: a big record's lean payloads)
+    takes :func:`~recstore.store.tables.arrow_column` (Arrow's builder: more CPU, see
+    docs/store.md)."""
+    try:
+        data = b"".join(payloads)
+    except TypeError:  # a str among them
+        return arrow_column(payloads, pa.string(), False)
+    if len(data) >= 2**31:  # past what a string column's 32-bit offsets address
+        return arrow_column(payloads, pa.string(), False)
+    offsets = array.array("i", [0])
+    offsets.extend(accumulate(map(len, payloads)))
+    column = pa.Array.from_buffers(
+        pa.binary(), len(payloads), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return column.cast(pa.string())
 
 
 def _table(table: str, owners: list[int], rows: list[tuple], types: dict[str, str]) -> pa.Table:

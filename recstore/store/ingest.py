@@ -35,7 +35,7 @@ from recstore.store.batches import (
     BatchCommitter,
     now,
 )
-from recstore.store.chain import DEFAULT_BATCH_SIZE, line_digest
+from recstore.store.chain import DEFAULT_BATCH_SIZE, line_digests
 from recstore.store.chunks import store_schema
 from recstore.store.counts import IngestSummary, SourceCounts
 from recstore.store.derived import OwnRuns
@@ -444,7 +444,7 @@ class BatchWriter:
         events: list | Prepared,
         source_id: int,
         line: int | None,
-        digests: list[str] | str | None,
+        digests: str | None,
     ) -> RunContext:
         """Append a revision's events (a list, or a chunk's record to place) and stream row;
         ``digests`` are the events' line digests as the first revision of a new stream
@@ -544,7 +544,7 @@ class BatchWriter:
         pos: int,
         events: list,
         source_id: int,
-        digests: list[str] | None = None,
+        digests: str | None = None,
     ) -> int:
         """Stage ``events`` (``(type, idx, turn, payload)``) of stream ``key`` from stream
         position ``pos``, with their line digests when known; returns the next position."""
@@ -557,10 +557,8 @@ class BatchWriter:
         batch.payload_bytes += payload_bytes
         batch.biggest = max(batch.biggest, payload_bytes)
         if digests is None:
-            digests = [
-                line_digest(key, pos + i, revision, *event) for i, event in enumerate(events)
-            ]
-        batch.events_digest.add_line_digests(digests)
+            digests = line_digests(key, revision, events, pos)
+        batch.events_digest.add_joined(digests, len(events))
         self._next_seq += len(events)
         return pos + len(events)
 
@@ -574,8 +572,7 @@ class BatchWriter:
             batch.first_seq = self._next_seq
         count = p.event_count
         if digests is None:  # not the first revision of a new stream: its lines differ
-            digests = "".join(line_digest(key, pos + i, revision, *event) for i, event in
-                              enumerate(p.rows.record_events(p.first_event, count)))
+            digests = line_digests(key, revision, p.rows.record_events(p.first_event, count), pos)
         batch.events_digest.add_joined(digests, count)
         batch.payload_bytes += p.payload_bytes
         batch.placement.add(p.rows, p.rec, key, revision, self._next_seq, pos, source_id,

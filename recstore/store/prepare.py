@@ -36,7 +36,7 @@ from recstore.formats.jsontext import dumps_json
 from recstore.formats.reader import PENDING, RawInput, parse_input
 from recstore.formats.replay_line import replay_line
 from recstore.records.structure import input_scope
-from recstore.store.chain import line_digest
+from recstore.store.chain import line_digests
 from recstore.store.chunks import ChunkRows, Schema, chunkable, to_chunk
 from recstore.store.projection import ItemsKeys, Projection, RunContext, project_record
 
@@ -120,14 +120,14 @@ class Prepared:
     line: int | None
     record_hash: bytes
     events: list[tuple[str, int | None, int | None, str | bytes]]
-    digests: list[str]
+    digests: str
     projection: Projection
     record: dict | None = None  # kept only for in-process callers that need it
     # lineage the input itself carries: an aioc replay line's ``replay_of`` row (its source
     # named by ``parent_run_id``), which the writer places as a replay (``store.derived``)
     lineage: list[dict] | None = None
-    # in a chunk (``store.chunks``): its rows (``events`` and ``projection`` are then None,
-    # ``digests`` joined), its place in them, its first event's row and its payloads' size
+    # in a chunk (``store.chunks``): its rows (``events`` and ``projection`` are then None),
+    # its place in them, its first event's row and its payloads' size
     rows: ChunkRows | None = None
     rec: int = 0
     first_event: int = 0
@@ -203,7 +203,7 @@ def _prepare(raw: RawInput, fmt: str, keep_record: bool) -> Prepared | Refused:
         (etype, idx, turn, payload) if own is None else (etype, idx, own(turn), payload)
         for etype, idx, turn, payload in record_to_events(record, consume=own is not None)
     ]
-    digests = [line_digest(key, pos, 1, *event) for pos, event in enumerate(events)]
+    digests = line_digests(key, 1, events)
     return Prepared(
         key, ctx.run_id, fmt, raw.line, digest, events, digests, projection,
         record if keep_record else None, lineage,
