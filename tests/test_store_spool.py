@@ -21,7 +21,7 @@ import recstore.store.prepare as prepare_module
 from recstore.formats.reader import PENDING, RawInput
 from recstore.store import Store
 from recstore.store.chunks import store_schema
-from recstore.store.prepare import SPOOL_PREFIX, Prepared, Preparer, spool_base
+from recstore.store.prepare import SPOOL_PREFIX, Prepared, Preparer, spool_base, spool_prefix
 from recstore.synth import generate_corpus
 
 CORPUS = list(generate_corpus(12, seed=5))
@@ -39,7 +39,7 @@ def _schema(tmp_path: Path) -> dict:
 
 def _own_spools() -> list[str]:
     return [name for name in os.listdir(spool_base())
-            if name.startswith(f"{SPOOL_PREFIX}{os.getpid()}-")]
+            if name.startswith(spool_prefix(os.getpid()))]
 
 
 def _rows_of(prepared: list) -> list[tuple[str, pa.Table]]:
@@ -105,9 +105,11 @@ def _dead_pid() -> int:
 
 def test_a_writer_removes_only_the_spools_of_writers_no_longer_running(tmp_path):
     base = Path(spool_base())
-    stale = base / f"{SPOOL_PREFIX}{_dead_pid()}-test"
-    live = base / f"{SPOOL_PREFIX}{os.getpid()}-test"
-    for spool in (stale, live):
+    stale = base / f"{spool_prefix(_dead_pid())}test"
+    live = base / f"{spool_prefix(os.getpid())}test"
+    # a dead pid of another pid namespace (a container sharing /dev/shm) may be running there
+    foreign = base / f"{SPOOL_PREFIX}1-{_dead_pid()}-test"
+    for spool in (stale, live, foreign):
         spool.mkdir()
         (spool / "chunk.arrow").write_bytes(b"rows")
     try:
@@ -115,8 +117,9 @@ def test_a_writer_removes_only_the_spools_of_writers_no_longer_running(tmp_path)
         assert Store(tmp_path / "s.duckdb").ingest([str(tmp_path / "r.json")]).accepted == 1
         assert not stale.exists()
         assert (live / "chunk.arrow").read_bytes() == b"rows"
+        assert (foreign / "chunk.arrow").read_bytes() == b"rows"
     finally:
-        for spool in (stale, live):
+        for spool in (stale, live, foreign):
             for child in spool.glob("*"):
                 child.unlink()
             if spool.exists():
@@ -129,7 +132,7 @@ def test_the_spool_of_an_ingest_killed_with_sigkill_is_removed_by_the_next(tmp_p
     db = tmp_path / "s.duckdb"
     cmd = [sys.executable, "-m", "recstore", "--db", str(db), "ingest", str(data)]
     proc = subprocess.Popen([*cmd, "--workers", "2"], stderr=subprocess.PIPE)
-    spool = f"{SPOOL_PREFIX}{proc.pid}-"
+    spool = spool_prefix(proc.pid)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
         if any(name.startswith(spool) for name in os.listdir(spool_base())):

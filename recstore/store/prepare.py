@@ -53,6 +53,7 @@ __all__ = [
     "remove_stale_spools",
     "run_key_for",
     "spool_base",
+    "spool_prefix",
     "trim_heap",
     "utf8_safe",
 ]
@@ -79,7 +80,8 @@ _KEPT_REPR = 64 * 2**10
 # every few records (about a tenth of the writer's and the workers' CPU on 6,000 records).
 GC_THRESHOLD = 50_000
 # Directories where worker processes leave their chunks' Arrow rows for the writer (see _Spool):
-# named with the writer's pid, so one left by a killed writer is found and removed.
+# named with the writer's pid (and pid namespace, as containers may share /dev/shm), so one left
+# by a killed writer is found and removed.
 SPOOL_PREFIX = "recstore-spool-"
 
 
@@ -362,11 +364,27 @@ class _Spool:
         if not wanted:
             yield None
             return
-        path = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{os.getpid()}-", dir=spool_base())
+        path = tempfile.mkdtemp(prefix=spool_prefix(os.getpid()), dir=spool_base())
         try:
             yield path
         finally:  # files of chunks still in flight (after an error) go with it
             shutil.rmtree(path, ignore_errors=True)
+
+
+def spool_prefix(pid: int) -> str:
+    """How the names of writer ``pid``'s spool directories begin."""
+    return f"{SPOOL_PREFIX}{_PID_NAMESPACE}-{pid}-"
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (its inode on Linux; ``0`` where it cannot be read)."""
+    try:
+        return os.readlink("/proc/self/ns/pid").partition("[")[2].rstrip("]") or "0"
+    except OSError:
+        return "0"
+
+
+_PID_NAMESPACE = _pid_namespace()
 
 
 def spool_base() -> str:
@@ -377,14 +395,16 @@ def spool_base() -> str:
 
 def remove_stale_spools(base: str | None = None) -> None:
     """Remove the spool directories (in ``base``, default :func:`spool_base`) whose writer
-    process is no longer running: what an ingest killed with SIGKILL left."""
+    process is no longer running: what an ingest killed with SIGKILL left. Only this pid
+    namespace's: another's pids mean other processes."""
     base = base or spool_base()
+    ours = f"{SPOOL_PREFIX}{_PID_NAMESPACE}-"
     try:
-        names = [name for name in os.listdir(base) if name.startswith(SPOOL_PREFIX)]
+        names = [name for name in os.listdir(base) if name.startswith(ours)]
     except OSError:
         return
     for name in names:
-        pid = name[len(SPOOL_PREFIX):].partition("-")[0]
+        pid = name[len(ours):].partition("-")[0]
         if pid.isdigit() and not _running(int(pid)):
             shutil.rmtree(os.path.join(base, name), ignore_errors=True)
 
