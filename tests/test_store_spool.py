@@ -1,5 +1,5 @@
 """Worker processes hand each chunk's Arrow rows to the writer through a spool file in memory
-(``prepare._Spool``): the rows the writer maps equal those made in one process, nothing is left
+(``recstore.store.spool``): the rows the writer maps equal those made in one process, nothing is left
 behind, a spool that cannot be written falls back to the pipe, and what a killed ingest left is
 removed by the next writer."""
 
@@ -21,7 +21,8 @@ import recstore.store.prepare as prepare_module
 from recstore.formats.reader import PENDING, RawInput
 from recstore.store import Store
 from recstore.store.chunks import store_schema
-from recstore.store.prepare import SPOOL_PREFIX, Prepared, Preparer, spool_base, spool_prefix
+from recstore.store.prepare import Prepared, Preparer
+from recstore.store.spool import SPOOL_PREFIX, Spooled, spool_base, spool_prefix
 from recstore.synth import generate_corpus
 
 CORPUS = list(generate_corpus(12, seed=5))
@@ -76,7 +77,7 @@ def test_worker_rows_come_through_the_spool_equal_to_rows_made_here(tmp_path, mo
             spools_seen.update(_own_spools())
             prepared.append(p)
     assert len(kept.futures) == 3
-    assert all(isinstance(f.result(), prepare_module._Spooled) for f in kept.futures)
+    assert all(isinstance(f.result(), Spooled) for f in kept.futures)
     assert len(spools_seen) == 1 and _own_spools() == []  # one spool, removed at the end
     assert [(p.key, p.record_hash, p.digests, p.rec, p.first_event, p.event_count)
             for p in prepared] == [

@@ -39,19 +39,13 @@ from recstore.store.chain import DEFAULT_BATCH_SIZE, line_digest
 from recstore.store.chunks import store_schema
 from recstore.store.counts import IngestSummary, SourceCounts
 from recstore.store.derived import OwnRuns
-from recstore.store.prepare import (
-    Prepared,
-    Preparer,
-    Refused,
-    remove_stale_spools,
-    run_key_for,
-    utf8_safe,
-)
+from recstore.store.prepare import Prepared, Preparer, Refused, run_key_for, utf8_safe
 from recstore.store.projection import (
     COLUMNS,
     Projection,
     RunContext,
 )
+from recstore.store.spool import remove_stale_spools
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -136,7 +130,7 @@ class BatchWriter:
         self._con = con
         self._on_committed = on_committed  # called with each batch's id once it is committed
         self._preparer = preparer or Preparer()
-        remove_stale_spools()  # the worker rows a killed ingest left in memory (prepare._Spool)
+        remove_stale_spools()  # the worker rows a killed ingest left in memory (store.spool)
         # DuckDB would otherwise cache up to 80 % of RAM in written pages, so an ingest's memory
         # grew with its input; this bound keeps it flat.
         con.execute(f"SET memory_limit = '{ingest_memory_limit()}'")

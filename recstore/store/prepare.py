@@ -14,17 +14,13 @@ import ctypes
 import gc
 import hashlib
 import os
-import shutil
 import sys
-import tempfile
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-
-import pyarrow as pa
 
 from recstore.canonical import (
     TOO_DEEP,
@@ -43,6 +39,7 @@ from recstore.records.structure import input_scope
 from recstore.store.chain import line_digest
 from recstore.store.chunks import ChunkRows, Schema, chunkable, to_chunk
 from recstore.store.projection import ItemsKeys, Projection, RunContext, project_record
+from recstore.store.spool import Spooled, open_spool, spool_rows
 
 __all__ = [
     "Prepared",
@@ -50,10 +47,7 @@ __all__ = [
     "Refused",
     "prepare",
     "record_hash",
-    "remove_stale_spools",
     "run_key_for",
-    "spool_base",
-    "spool_prefix",
     "trim_heap",
     "utf8_safe",
 ]
@@ -79,10 +73,6 @@ _KEPT_REPR = 64 * 2**10
 # a parsed record makes thousands of dicts and lists, and with Python's 700 the collector ran
 # every few records (about a tenth of the writer's and the workers' CPU on 6,000 records).
 GC_THRESHOLD = 50_000
-# Directories where worker processes leave their chunks' Arrow rows for the writer (see _Spool):
-# named with the writer's pid (and pid namespace, as containers may share /dev/shm), so one left
-# by a killed writer is found and removed.
-SPOOL_PREFIX = "recstore-spool-"
 
 
 def utf8_safe(text: str) -> str:
@@ -270,13 +260,13 @@ def relaxed_gc() -> Iterator[None]:
 
 
 def _prepare_in_worker(raws: list[RawInput], fmt: str, schema: Schema | None,
-                       spool: str | None = None) -> list[Prepared | Refused] | _Spooled:
+                       spool: str | None = None) -> list[Prepared | Refused] | Spooled:
     """:func:`_prepare_chunk` in a worker process, which does nothing else meanwhile; with a
-    ``spool`` directory, the chunk's rows go back through it (:func:`_spool_rows`)."""
+    ``spool`` directory, the chunk's rows go back through it (:mod:`recstore.store.spool`)."""
     if gc.get_threshold()[0] < GC_THRESHOLD:
         gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     prepared = _prepare_chunk(raws, fmt, schema)
-    return _spool_rows(prepared, spool) if spool is not None else prepared
+    return spool_rows(prepared, spool) if spool is not None else prepared
 
 
 def _prepare_chunk(raws: list[RawInput], fmt: str, schema: Schema | None = None
@@ -305,7 +295,7 @@ class Preparer:
 
     def prepared(self, raws: Iterable[RawInput], fmt: str = "aioc") -> Iterator[Prepared | Refused]:
         """Every input prepared, in input order."""
-        with _Spool.open(self._pool is not None and self.schema is not None) as spool:
+        with open_spool(self._pool is not None and self.schema is not None) as spool:
             yield from self._prepared(raws, fmt, spool)
 
     def _prepared(self, raws: Iterable[RawInput], fmt: str, spool: str | None
@@ -325,7 +315,8 @@ class Preparer:
                 continue
             chunk.append(raw)
             chunk_bytes += size
-            # a chunk is pickled whole to its worker and back: bounded in bytes as in inputs
+            # a chunk is pickled whole to its worker (and back when no spool takes its rows):
+            # bounded in bytes as in inputs
             if len(chunk) >= CHUNK or chunk_bytes >= LOCAL_BYTES:
                 pending.append(self._submit(chunk, fmt, spool))
                 chunk, chunk_bytes = [], 0
@@ -344,141 +335,7 @@ class Preparer:
 
 def _result(pending: Future | list) -> list[Prepared | Refused]:
     done = pending if isinstance(pending, list) else pending.result()
-    return done.unspool() if isinstance(done, _Spooled) else done
-
-
-class _Spool:
-    """A directory (in ``/dev/shm`` where there is one) where worker processes write each
-    chunk's rows as Arrow IPC streams, which the writer memory-maps instead of reading them
-    through the pool's pipe and unpickling them: that took the writer's result thread ~47 us
-    a dev-corpus record (the pipe ~27, unpickling ~20; docs/store.md, issue 28).
-
-    Each file is removed as soon as the writer has mapped it, the directory when the input's
-    records are all received; one a killed writer left (its pid no longer running) is removed
-    when the next writer opens a store (:func:`remove_stale_spools`)."""
-
-    @staticmethod
-    @contextmanager
-    def open(wanted: bool) -> Iterator[str | None]:
-        """A new spool directory's path for the block (None when not ``wanted``)."""
-        if not wanted:
-            yield None
-            return
-        path = tempfile.mkdtemp(prefix=spool_prefix(os.getpid()), dir=spool_base())
-        try:
-            yield path
-        finally:  # files of chunks still in flight (after an error) go with it
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def spool_prefix(pid: int) -> str:
-    """How the names of writer ``pid``'s spool directories begin."""
-    return f"{SPOOL_PREFIX}{_PID_NAMESPACE}-{pid}-"
-
-
-def _pid_namespace() -> str:
-    """This process's pid namespace (its inode on Linux; ``0`` where it cannot be read)."""
-    try:
-        return os.readlink("/proc/self/ns/pid").partition("[")[2].rstrip("]") or "0"
-    except OSError:
-        return "0"
-
-
-_PID_NAMESPACE = _pid_namespace()
-
-
-def spool_base() -> str:
-    """Where spool directories are made: ``/dev/shm`` (memory) where it can be written."""
-    shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else tempfile.gettempdir()
-
-
-def remove_stale_spools(base: str | None = None) -> None:
-    """Remove the spool directories (in ``base``, default :func:`spool_base`) whose writer
-    process is no longer running: what an ingest killed with SIGKILL left. Only this pid
-    namespace's: another's pids mean other processes."""
-    base = base or spool_base()
-    ours = f"{SPOOL_PREFIX}{_PID_NAMESPACE}-"
-    try:
-        names = [name for name in os.listdir(base) if name.startswith(ours)]
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(ours):].partition("-")[0]
-        if pid.isdigit() and not _running(int(pid)):
-            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: running
-        return True
-    return True
-
-
-@dataclass(slots=True)
-class _Spooled:
-    """A worker's prepared chunk whose rows wait in a spool file: ``streams`` names each table
-    and the span of the file its IPC stream takes; ``owners`` are the records they belong to."""
-
-    prepared: list[Prepared | Refused]
-    path: str
-    streams: list[tuple[str, int, int]]
-    owners: list[int]
-    size: int
-
-    def unspool(self) -> list[Prepared | Refused]:
-        """The prepared records, with their rows read from the file (mapped, then removed)."""
-        with pa.memory_map(self.path) as source:
-            data = source.read_buffer()  # the mapping lives as long as the rows use it
-        os.unlink(self.path)
-        tables = {name: pa.ipc.open_stream(data.slice(start, length)).read_all()
-                  for name, start, length in self.streams}
-        rows = ChunkRows(tables.pop(_EVENTS_STREAM), tables, self.size)
-        for i in self.owners:
-            self.prepared[i].rows = rows
-        return self.prepared
-
-
-_EVENTS_STREAM = ""  # the events table's stream in a spool file (projection tables by name)
-
-
-def _spool_rows(prepared: list[Prepared | Refused], spool: str) -> list[Prepared | Refused] | _Spooled:
-    """``prepared`` with its chunk's rows written to a new file in ``spool``; as it was when
-    there are none or the file cannot be written (they go through the pipe then)."""
-    owners = [i for i, p in enumerate(prepared) if getattr(p, "rows", None) is not None]
-    if not owners:
-        return prepared
-    rows = prepared[owners[0]].rows
-    path = None
-    try:
-        fd, path = tempfile.mkstemp(dir=spool, suffix=".arrow")
-        os.close(fd)
-        streams = _write_streams(path, {_EVENTS_STREAM: rows.events, **rows.tables})
-    except OSError:  # a full or removed spool (the writer has stopped)
-        if path is not None:
-            with suppress(OSError):
-                os.unlink(path)
-        return prepared
-    for i in owners:
-        prepared[i].rows = None
-    return _Spooled(prepared, path, streams, owners, rows.size)
-
-
-def _write_streams(path: str, tables: dict[str, pa.Table]) -> list[tuple[str, int, int]]:
-    """Write each table to ``path`` as an Arrow IPC stream, one after another; returns each
-    one's name, start and length."""
-    streams = []
-    with pa.OSFile(path, "wb") as sink:
-        for name, table in tables.items():
-            start = sink.tell()
-            with pa.ipc.new_stream(sink, table.schema) as out:
-                out.write_table(table)
-            streams.append((name, start, sink.tell() - start))
-    return streams
+    return done.unspool() if isinstance(done, Spooled) else done
 
 
 def _prepare_here(raw: RawInput, fmt: str) -> Prepared | Refused:
