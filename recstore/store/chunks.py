@@ -26,7 +26,12 @@ import pyarrow.compute as pc
 
 from recstore.formats.events import FAMILY_OF
 from recstore.store.projection import COLUMNS, PROJECTION_TABLES, SEQ_COLUMNS
-from recstore.store.tables import ARROW_TYPES, arrow_column, derived_column, table_columns
+from recstore.store.tables import (
+    ARROW_TYPES,
+    arrow_column,
+    derived_column,
+    tables_column_types,
+)
 
 __all__ = [
     "EVENT_TYPES", "ChunkRows", "JoinedInsert", "Placement", "chunkable", "import_lazy_modules",
@@ -306,7 +311,7 @@ class JoinedInsert(NamedTuple):
 
 def store_schema(con: duckdb.DuckDBPyConnection) -> Schema:
     """The column types of the store's projection tables, for :func:`to_chunk`."""
-    return {table: dict(table_columns(con, table)) for table in PROJECTION_TABLES}
+    return tables_column_types(con, PROJECTION_TABLES)
 
 
 def import_lazy_modules() -> None:

@@ -45,6 +45,7 @@ from recstore.store.projection import (
     Projection,
     RunContext,
 )
+from recstore.store.spool import remove_stale_spools
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -129,6 +130,7 @@ class BatchWriter:
         self._con = con
         self._on_committed = on_committed  # called with each batch's id once it is committed
         self._preparer = preparer or Preparer()
+        remove_stale_spools()  # the worker rows a killed ingest left in memory (store.spool)
         # DuckDB would otherwise cache up to 80 % of RAM in written pages, so an ingest's memory
         # grew with its input; this bound keeps it flat.
         con.execute(f"SET memory_limit = '{ingest_memory_limit()}'")

@@ -39,6 +39,7 @@ from recstore.records.structure import input_scope
 from recstore.store.chain import line_digests
 from recstore.store.chunks import ChunkRows, Schema, chunkable, to_chunk
 from recstore.store.projection import ItemsKeys, Projection, RunContext, project_record
+from recstore.store.spool import Spooled, open_spool, spool_rows
 
 __all__ = [
     "Prepared",
@@ -258,12 +259,14 @@ def relaxed_gc() -> Iterator[None]:
         gc.set_threshold(*old)
 
 
-def _prepare_in_worker(raws: list[RawInput], fmt: str, schema: Schema | None
-                       ) -> list[Prepared | Refused]:
-    """:func:`_prepare_chunk` in a worker process, which does nothing else meanwhile."""
+def _prepare_in_worker(raws: list[RawInput], fmt: str, schema: Schema | None,
+                       spool: str | None = None) -> list[Prepared | Refused] | Spooled:
+    """:func:`_prepare_chunk` in a worker process, which does nothing else meanwhile; with a
+    ``spool`` directory, the chunk's rows go back through it (:mod:`recstore.store.spool`)."""
     if gc.get_threshold()[0] < GC_THRESHOLD:
         gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
-    return _prepare_chunk(raws, fmt, schema)
+    prepared = _prepare_chunk(raws, fmt, schema)
+    return spool_rows(prepared, spool) if spool is not None else prepared
 
 
 def _prepare_chunk(raws: list[RawInput], fmt: str, schema: Schema | None = None
@@ -292,6 +295,11 @@ class Preparer:
 
     def prepared(self, raws: Iterable[RawInput], fmt: str = "aioc") -> Iterator[Prepared | Refused]:
         """Every input prepared, in input order."""
+        with open_spool(self._pool is not None and self.schema is not None) as spool:
+            yield from self._prepared(raws, fmt, spool)
+
+    def _prepared(self, raws: Iterable[RawInput], fmt: str, spool: str | None
+                  ) -> Iterator[Prepared | Refused]:
         pending: deque[Future | list] = deque()
         chunk: list[RawInput] = []
         chunk_bytes = 0
@@ -299,7 +307,7 @@ class Preparer:
             size = len(raw.data) if raw.data is not None else 0
             if size > LOCAL_BYTES:  # prepared here, once what came before it is
                 if chunk:
-                    pending.append(self._submit(chunk, fmt))
+                    pending.append(self._submit(chunk, fmt, spool))
                     chunk, chunk_bytes = [], 0
                 while pending:
                     yield from _result(pending.popleft())
@@ -307,25 +315,27 @@ class Preparer:
                 continue
             chunk.append(raw)
             chunk_bytes += size
-            # a chunk is pickled whole to its worker and back: bounded in bytes as in inputs
+            # a chunk is pickled whole to its worker (and back when no spool takes its rows):
+            # bounded in bytes as in inputs
             if len(chunk) >= CHUNK or chunk_bytes >= LOCAL_BYTES:
-                pending.append(self._submit(chunk, fmt))
+                pending.append(self._submit(chunk, fmt, spool))
                 chunk, chunk_bytes = [], 0
                 while len(pending) >= max(self._in_flight, 1):
                     yield from _result(pending.popleft())
         if chunk:
-            pending.append(self._submit(chunk, fmt))
+            pending.append(self._submit(chunk, fmt, spool))
         while pending:
             yield from _result(pending.popleft())
 
-    def _submit(self, chunk: list[RawInput], fmt: str) -> Future | list:
+    def _submit(self, chunk: list[RawInput], fmt: str, spool: str | None) -> Future | list:
         if self._pool is None:
             return _prepare_chunk(chunk, fmt, self.schema)
-        return self._pool.submit(_prepare_in_worker, chunk, fmt, self.schema)
+        return self._pool.submit(_prepare_in_worker, chunk, fmt, self.schema, spool)
 
 
 def _result(pending: Future | list) -> list[Prepared | Refused]:
-    return pending if isinstance(pending, list) else pending.result()
+    done = pending if isinstance(pending, list) else pending.result()
+    return done.unspool() if isinstance(done, Spooled) else done
 
 
 def _prepare_here(raw: RawInput, fmt: str) -> Prepared | Refused:

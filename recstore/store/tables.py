@@ -31,6 +31,7 @@ __all__ = [
     "stage_column_lists",
     "stage_columns",
     "table_columns",
+    "tables_column_types",
 ]
 
 # \uD800-\uDBFF not followed by a low surrogate escape, or \uDC00-\uDFFF not preceded by a high one
@@ -139,6 +140,24 @@ def table_columns(
     if not columns:
         raise LookupError(f"table {table!r} does not exist in the store")
     return columns
+
+
+def tables_column_types(con: duckdb.DuckDBPyConnection, tables: Sequence[str]
+                        ) -> dict[str, dict[str, str]]:
+    """``{table: {column: type}}`` of ``tables`` (columns in declaration order), in one query:
+    :func:`table_columns` per table cost the writer ~3 ms each (information_schema)."""
+    found: dict[str, dict[str, str]] = {}
+    for table, column, dtype in con.execute(
+        "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+        "WHERE schema_name = 'main' AND database_name = current_database() "
+        "AND list_contains(?, table_name) ORDER BY table_name, column_index",
+        [list(tables)],
+    ).fetchall():
+        found.setdefault(table, {})[column] = dtype
+    missing = [table for table in tables if table not in found]
+    if missing:
+        raise LookupError(f"table {missing[0]!r} does not exist in the store")
+    return {table: found[table] for table in tables}
 
 
 class StagedInsert(NamedTuple):
