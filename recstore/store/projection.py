@@ -383,30 +383,24 @@ def _run_row(
 def _item_rows(
     record: dict, a: RecordAnalysis, ctx: RunContext, seqs: Sequence[int], keep_json: bool
 ) -> list[tuple]:
-    turn_of_item: dict[int, Any] = {}
+    items = record["items"]
+    turns: list[int | None] = [None] * len(items)  # each item's request turn (output intervals)
     for req in a.requests:
-        for k in range(req.output_start, req.output_end):
-            turn_of_item[k] = req.turn
+        turns[req.output_start:req.output_end] = [_int(req.turn)] * (
+            req.output_end - req.output_start)
     input_end = (
         a.scope.count
         if a.scope.count is not None
         else (a.requests[0].output_start if a.requests else 0)
     )
+    first_seq = ctx.first_seq
     rows = []
-    for i, item in enumerate(record["items"]):
+    for i, item in enumerate(items):
         it = _dict(item)
-        rows.append(
-            (
-                ctx.first_seq,
-                i,
-                _text(it.get("type")),
-                _text(it.get("role")),
-                _int(turn_of_item.get(i)),
-                i < input_end,
-                seqs[i],
-                dumps_json(item) if keep_json else None,
-            )
-        )
+        rows.append((
+            first_seq, i, _text(it.get("type")), _text(it.get("role")), turns[i], i < input_end,
+            seqs[i], dumps_json(item) if keep_json else None,
+        ))
     return rows
 
 
