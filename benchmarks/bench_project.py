@@ -1,7 +1,9 @@
 """CPU of ``project_record`` alone (a worker's biggest share), per record, on the dev corpus's
 1,200 real aioc records and on synth records, against a baseline measured in the same run:
 printing each record's canonical JSON once (``canonical_bytes``), which any projection that
-keys its values must at least read.
+keys its values must at least read. Beside it, a worker's whole work on a record in this
+process (``prepare`` of its NDJSON line: parse, validate, hash, events, projection), without
+the pool's transport or the Arrow staging.
 
 Records are given as ``prepare()`` gives them: parsed, with their items' keys already made
 (``ItemsKeys``), so the figure is the projection's own work. ``--digest`` prints instead a
@@ -25,7 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ingest import shape_records  # noqa: E402
 
 from recstore.canonical import canonical_bytes  # noqa: E402
+from recstore.formats.jsontext import dumps_json  # noqa: E402
+from recstore.formats.reader import PENDING, RawInput  # noqa: E402
 from recstore.records.structure import input_scope  # noqa: E402
+from recstore.store.prepare import prepare  # noqa: E402
 from recstore.store.projection import ItemsKeys, RunContext, project_record  # noqa: E402
 
 SHAPES = (("aioc-dev", 1200), ("synth", 2000))
@@ -73,10 +78,14 @@ def main() -> None:
             continue
         base = _cpu_us(lambda record, ctx, keys: canonical_bytes(record), inputs, args.repeat)
         proj = _cpu_us(project_record, inputs, args.repeat)
+        lines = [(RawInput("bench", i, None, PENDING, data=dumps_json(r).encode()),)
+                 for i, (r, _, _) in enumerate(inputs)]
+        whole = _cpu_us(prepare, lines, args.repeat)
         load = Path("/proc/loadavg").read_text().split()[0]
         print(f"{shape:8} {len(inputs):5} records ({backend}, load {load}): project_record "
               f"{proj:7.1f} us/rec, canonical JSON of the record {base:7.1f} us/rec, "
-              f"ratio {proj / base:.2f}")
+              f"ratio {proj / base:.2f}; prepare {whole:7.1f} us/rec "
+              f"(project_record {proj / whole:.0%} of it)")
 
 
 if __name__ == "__main__":
