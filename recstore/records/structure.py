@@ -286,7 +286,7 @@ def _is_newer_record(record: dict[str, Any], decisions: list[Any]) -> bool:
 
 def _transitions(record: dict[str, Any], findings: list[Finding]) -> list[HandoffTransition]:
     decisions = record.get("policyDecisions") or []
-    newer = _is_newer_record(record, decisions)
+    newer = None  # whether the record is newer than aioc 0.2.8: looked at only when a flag is absent
     out: list[HandoffTransition] = []
     for i, d in enumerate(decisions):
         resource = d.get("resource")
@@ -296,7 +296,7 @@ def _transitions(record: dict[str, Any], findings: list[Finding]) -> list[Handof
         basis: HandoffBasis
         if isinstance(flag, bool):
             applied, basis = flag, "recorded"
-        elif newer:
+        elif newer or (newer is None and (newer := _is_newer_record(record, decisions))):
             # Three-valued: an absent flag in a newer record is unknown, never read as false.
             applied, basis = None, "unknown"
             findings.append(

@@ -12,9 +12,10 @@ Example:
 
 from __future__ import annotations
 
+from hashlib import sha256
 from typing import Any
 
-from recstore.canonical import canonical_json, sha256_text
+from recstore.canonical import canonical_bytes, canonical_json, sha256_text
 
 __all__ = [
     "EMPTY_ARGS_HASH",
@@ -32,13 +33,15 @@ UNDEFINED = "[undefined]"
 
 
 def _new_call(call_id: Any, name: Any, arguments: dict[str, Any] | Any, turn: int | None) -> dict[str, Any]:
-    args_json = canonical_json(arguments)
+    # Canonical JSON escapes lone surrogates, so its UTF-8 is the text Node hashes: hashed as
+    # printed, not encoded a second time (sha256_text).
+    args_bytes = canonical_bytes(arguments)
     # Key order is aioc's object literal order; `turn` is absent (JS undefined) for orphans.
     call = {"callId": call_id, "name": name, "arguments": arguments, "hasOutput": False}
     if turn is not None:
         call["turn"] = turn
-    call["argsCanonicalJson"] = args_json
-    call["argsHash"] = EMPTY_ARGS_HASH if args_json == "{}" else sha256_text(args_json)
+    call["argsCanonicalJson"] = args_bytes.decode("utf-8")
+    call["argsHash"] = EMPTY_ARGS_HASH if args_bytes == b"{}" else sha256(args_bytes).hexdigest()
     return call
 
 

@@ -292,13 +292,14 @@ def project_record(
     items_key, prefixes = item_keys
     first_item = base.get("item_appended", 0)
     item_seqs = range(first_item, first_item + len(items)) if own is None else own.item_seqs
-    calls = _tool_call_rows(analysis, ctx, item_seqs, items, own)
+    keys_of_calls = [call_keys(join.call) for join in analysis.tool_calls]
+    calls = _tool_call_rows(analysis, keys_of_calls, ctx, item_seqs, items, own)
     policy_keys = entry_keys(_list(record, "policyDecisions"))
     guardrail_keys = entry_keys(_list(record, "guardrailDecisions"))
     policy = _policy_rows(record, policy_keys, ctx, base, _policy_basis(analysis))
     guardrails = _guardrail_rows(record, guardrail_keys, ctx, base)
     run = _run_row(record, analysis, ctx, items_key, RunKeys.of(record))
-    run["calls_full_key"] = calls_key(analysis)
+    run["calls_full_key"] = calls_key(analysis, [keys[2] for keys in keys_of_calls])
     run["policy_seq_key"] = sequence_key([key for key, _ in policy_keys])
     run["guardrails_seq_key"] = sequence_key([key for key, _ in guardrail_keys])
     findings = [(f.code, f.message, f.path) for f in analysis.findings]
@@ -382,45 +383,38 @@ def _run_row(
 def _item_rows(
     record: dict, a: RecordAnalysis, ctx: RunContext, seqs: Sequence[int], keep_json: bool
 ) -> list[tuple]:
-    turn_of_item: dict[int, Any] = {}
+    items = record["items"]
+    turns: list[int | None] = [None] * len(items)  # each item's request turn (output intervals)
     for req in a.requests:
-        for k in range(req.output_start, req.output_end):
-            turn_of_item[k] = req.turn
+        turns[req.output_start:req.output_end] = [_int(req.turn)] * (
+            req.output_end - req.output_start)
     input_end = (
         a.scope.count
         if a.scope.count is not None
         else (a.requests[0].output_start if a.requests else 0)
     )
+    first_seq = ctx.first_seq
     rows = []
-    for i, item in enumerate(record["items"]):
+    for i, item in enumerate(items):
         it = _dict(item)
-        rows.append(
-            (
-                ctx.first_seq,
-                i,
-                _text(it.get("type")),
-                _text(it.get("role")),
-                _int(turn_of_item.get(i)),
-                i < input_end,
-                seqs[i],
-                dumps_json(item) if keep_json else None,
-            )
-        )
+        rows.append((
+            first_seq, i, _text(it.get("type")), _text(it.get("role")), turns[i], i < input_end,
+            seqs[i], dumps_json(item) if keep_json else None,
+        ))
     return rows
 
 
 def _tool_call_rows(
-    a: RecordAnalysis, ctx: RunContext, item_seqs: Sequence[int], items: list[Any],
-    own: OwnRows | None,
+    a: RecordAnalysis, keys_of_calls: list[tuple], ctx: RunContext, item_seqs: Sequence[int],
+    items: list[Any], own: OwnRows | None,
 ) -> list[tuple]:
-    """Rows of the extracted calls; with ``own`` each keeps its output JSON (from ``items``)
-    and has the format's columns."""
+    """Rows of the extracted calls (``keys_of_calls``: :func:`call_keys` of each); with ``own``
+    each keeps its output JSON (from ``items``) and has the format's columns."""
     rows = []
-    for join in a.tool_calls:
+    for join, keys in zip(a.tool_calls, keys_of_calls, strict=True):
         call = join.call
         arguments = call.get("arguments")
         out = join.output_item_index
-        keys = call_keys(call)
         output = None
         if own is not None and keys[1]:  # hasOutput: the output item's event is a whole file
             value = items[out].get("output")
