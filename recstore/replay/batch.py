@@ -274,7 +274,9 @@ def replay_stored(
 ) -> list[ReplayResult]:
     """Replay the stored runs ``run_keys`` and store every replay record with its lineage
     (unless ``save`` is false), through one writer for the whole selection. Sources are read
-    a chunk at a time, so memory stays bounded; results come back in ``run_keys`` order, and
+    a chunk at a time, so memory stays bounded (beside a server they are all read up front,
+    see :class:`_StoredInGroups`: memory then grows with the selection); results come back in
+    ``run_keys`` order, and
     stored in that order whatever ``max_connections`` (the bound on model requests in flight
     per endpoint and key).
 
