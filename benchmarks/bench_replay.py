@@ -19,9 +19,10 @@ The aims (issue 11): at 3,000 runs, ``--workers 2`` at >= 1,000 runs/s and >= 1.
 ``--workers 1``. On a shared machine wall time shows the load as much as recstore; CPU seconds
 per run are printed so the two can be told apart (2 cores give at most 2 CPU-seconds per second).
 
-``--split`` also prints, for ``replay_stored`` with two workers called in a child process, the
-CPU of the writing process (reading, placing, committing) and of its workers (replaying and
-preparing) per run: the writer is one process, so its share bounds the rate on any core count.
+``--split`` also prints, for ``replay_stored`` with two workers called in a child process as the
+CLI calls it (pyarrow's probe for pandas answered without importing it), the CPU of the writing
+process (reading, placing, committing) and of its workers (replaying and preparing) per run:
+the writer is one process, so its share bounds the rate on any core count.
 
 ``--profile W`` prints where the time goes instead: cProfile of the library call
 ``replay_stored`` with W workers (this process only; workers are listed by their wait).
@@ -76,6 +77,8 @@ def _replay(base: Path, work: Path, n: int, workers: int, store: bool = True) ->
 
 _SPLIT = """
 import json, resource, sys
+from recstore.cli import answer_pyarrow_pandas_probe
+answer_pyarrow_pandas_probe()  # as the CLI does: pyarrow's first list is converted without pandas
 from recstore.query import select_run_keys
 from recstore.replay.batch import ReplayJob, replay_stored
 from recstore.store import Store

@@ -159,6 +159,28 @@ def test_batches_read_and_write_in_chunks_in_order(tmp_path, monkeypatch):
     assert (sources, batches) == (1, 7)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_batch_imports_lazy_modules_before_it_forks_and_keeps_order_in_small_tasks(
+        tmp_path, monkeypatch, workers):
+    """replay_stored imports what pyarrow's first list imports before it forks workers (as
+    Store.ingest does; each worker would import pandas, 0.3-0.4 s), and only then; tasks of
+    any size (here 1 to 4 sources, few in flight) still give every replay in selection order."""
+    from recstore.replay import batch
+
+    calls: list[int] = []
+    monkeypatch.setattr(batch, "import_lazy_modules", lambda: calls.append(1))
+    monkeypatch.setattr(batch, "CHUNK", 4)
+    monkeypatch.setattr(batch, "MIN_CHUNK", 1)
+    monkeypatch.setattr(batch, "IN_FLIGHT_SOURCES", 1)
+    store = Store(tmp_path / "s.duckdb")
+    store.ingest([str(AIOC_FIXTURES / f"{name}.json") for name in AIOC_RECORD_NAMES])
+    keys = sorted(f"aioc:{name}" for name in AIOC_RECORD_NAMES)[::-1]
+    results = batch.replay_stored(store, keys, batch.ReplayJob(), workers=workers)
+    assert [r.source_run_key for r in results] == keys
+    assert {r.report.status for r in results} == {"completed"}
+    assert len(calls) == (1 if workers > 1 else 0)
+
+
 def test_replays_survive_a_rebuild_from_the_log(store_path):
     before = query(store_path, "SELECT * FROM replays ORDER BY replay_run_key")
     calls = query(store_path, "SELECT * FROM replay_calls ORDER BY replay_run_key, call_index")

@@ -768,3 +768,28 @@ def test_validation_accepts_exactly_well_typed_arguments(id_value, extra):
         assert exc.issues[0]["path"] == ["id"] and exc.issues[0]["code"] == "invalid_type"
     else:
         assert isinstance(id_value, str) and validated == {"id": id_value}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=4_102_444_799_999_999_999), min_size=1,
+                max_size=4))
+def test_utc_now_is_javascripts_to_iso_string_at_any_instant(instants):
+    """utc_now formats each second once and reuses it; whatever the instants (and whatever
+    second it formatted before), its text is ``new Date(ms).toISOString()``, as datetime
+    writes it."""
+    import time as time_module
+    from datetime import UTC, datetime, timedelta
+
+    from recstore.runtime import loop
+
+    original = time_module.time_ns
+    try:
+        for nanos in instants:
+            time_module.time_ns = lambda nanos=nanos: nanos
+            got = loop.utc_now()
+            seconds, rest = divmod(nanos, 1_000_000_000)
+            expected = (datetime.fromtimestamp(seconds, UTC)
+                        + timedelta(milliseconds=rest // 1_000_000))
+            assert got == expected.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    finally:
+        time_module.time_ns = original

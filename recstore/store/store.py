@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import os
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -484,27 +485,37 @@ def read_runs(
         raise NotFoundError(f"no stored run {missing}")
     for start in range(0, len(found), chunk):
         rows = found[start:start + chunk]
-        spans = pa.table({
-            "run_key": [row[1] for row in rows], "first_seq": [row[5] for row in rows],
-            "last_seq": [row[6] for row in rows],
-        })
-        events: dict[str, list[tuple[str, str]]] = {}
-        with registered(con, "spans", spans):
-            chunk_events = con.execute(
-                "WITH want AS (SELECT run_key, unnest(range(first_seq, last_seq + 1)) AS seq "
-                "FROM spans WHERE NOT starts_with(run_key, 'agentuse:')) "
-                "SELECT w.run_key, e.type, e.payload FROM want w JOIN events e USING (seq) "
-                "ORDER BY e.seq"
-            ).fetchall()
-        for key, etype, payload in chunk_events:
-            events.setdefault(key, []).append((etype, payload))
-        for pos, key, revision, record_hash, source_uri, _, _ in rows:
+        seqs, types, payloads = _events_of_runs(con, rows)
+        for pos, key, revision, record_hash, source_uri, first_seq, last_seq in rows:
             if key.startswith("agentuse:"):  # file events: the record folds every revision
                 yield pos, StoredEvents(key, revision, record_hash, source_uri,
                                         record=agentuse_ingest.stored_record(con, key))
-            else:
-                yield pos, StoredEvents(key, revision, record_hash, source_uri, events.get(key, []))
+                continue
+            low = bisect_left(seqs, first_seq)
+            high = bisect_right(seqs, last_seq, low)
+            events = list(zip(types[low:high], payloads[low:high], strict=True))
+            yield pos, StoredEvents(key, revision, record_hash, source_uri, events)
 
+
+def _events_of_runs(con: duckdb.DuckDBPyConnection, rows: list[tuple]
+                    ) -> tuple[list[int], list[str], list[str]]:
+    """The seqs, types and payloads of the events of the aioc runs of ``rows`` (``read_runs``'
+    rows: key at 1, first and last seq at 5 and 6), in seq order. A run's events are its seqs
+    from first to last, so each run's are one stretch of these lists. They come from DuckDB as
+    Arrow columns: no Python tuple per event (a fifth of the cost of reading them as rows)."""
+    import pyarrow as pa
+
+    from recstore.store.tables import registered
+
+    spans = {row[1]: row[5:7] for row in rows if not row[1].startswith("agentuse:")}
+    table = pa.table({"first_seq": pa.array([s[0] for s in spans.values()], pa.int64()),
+                      "last_seq": pa.array([s[1] for s in spans.values()], pa.int64())})
+    with registered(con, "spans", table):
+        columns = con.sql(
+            "WITH want AS (SELECT unnest(range(first_seq, last_seq + 1)) AS seq FROM spans) "
+            "SELECT e.seq, e.type, e.payload FROM want JOIN events e USING (seq) ORDER BY e.seq"
+        ).to_arrow_table().to_pydict()
+    return columns["seq"], columns["type"], columns["payload"]
 
 
 def _stored_record(con: duckdb.DuckDBPyConnection, key: str, revision: int | None
