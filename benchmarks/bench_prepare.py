@@ -5,7 +5,14 @@ Times what a worker of ``Store.ingest`` does with a chunk of inputs (``prepare``
 Preparer sends them, over every record of ``--shape`` (the dev corpus's 1,200 real aioc
 records, or synth). Besides the whole, it times the payload steps alone on the same records:
 ``events`` (record_to_events), ``digests`` (the line digests of those events) and ``to_chunk``
-(after a prepare outside the clock), so a change to one step shows against the rest.
+(after a prepare outside the clock), so a change to one step shows against the rest, and
+``project_record`` (the biggest share: records given as ``prepare()`` gives them, parsed and
+with their items' keys made) beside ``canonical`` (each record's canonical JSON printed once,
+which any projection that keys its values must at least read).
+
+``--digest`` prints instead a sha256 of every projection row (repr) of the records, so two
+versions of the projection can be checked for equal output (run it with each version's
+interpreter and compare the lines).
 
 Figures are CPU us per record (``time.process_time``, the best of ``--repeat``). To compare two
 trees, run this script with each tree's interpreter from outside the tree (it imports recstore
@@ -13,12 +20,13 @@ from the interpreter's install), alternately, and compare the figures with the l
 prints; ``--baseline PYTHON`` does that in one run, printing the ratio against the baseline.
 
 Run: python benchmarks/bench_prepare.py [--shape aioc-dev|synth] [--repeat 5]
-     [--baseline /path/to/other/.venv/bin/python]
+     [--baseline /path/to/other/.venv/bin/python] [--digest]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import subprocess
 import sys
@@ -41,6 +49,36 @@ def _raws(records: list[dict]) -> list:
     return [RawInput("bench", i, None, PENDING,
                      data=dumps_json(r).encode("utf-8", "surrogatepass"))
             for i, r in enumerate(records)]
+
+
+def _projection_inputs(records: list[dict]) -> list[tuple]:
+    """Each record with the context and item keys ``prepare()`` would give it."""
+    from recstore.canonical import canonical_bytes
+    from recstore.records.structure import input_scope
+    from recstore.store.projection import ItemsKeys, RunContext
+
+    out = []
+    for record in records:
+        keys = ItemsKeys(input_scope(record).count)
+        for item in record["items"]:
+            keys.add(canonical_bytes(item))
+        ctx = RunContext(f"aioc:{record['runId']}", record["runId"], "aioc", 1, "{}", 0, None,
+                         0, 0, 100)
+        out.append((record, ctx, keys.keys()))
+    return out
+
+
+def projection_digest(shape: str) -> str:
+    """sha256 of every projection row of the records of ``shape``."""
+    from bench_ingest import shape_records
+
+    from recstore.store.projection import project_record
+
+    digest = hashlib.sha256()
+    for record, ctx, keys in _projection_inputs(list(shape_records(shape, 1200))):
+        rows = sorted(project_record(record, ctx, keys).items())
+        digest.update(repr(rows).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
 
 
 def _schema(tmp: Path) -> dict:
@@ -66,11 +104,13 @@ def measure(shape: str, repeat: int) -> dict[str, float]:
 
     from bench_ingest import shape_records
 
+    from recstore.canonical import canonical_bytes
     from recstore.formats.events import record_to_events
     from recstore.store import chain
     from recstore.store.chain import line_digest
     from recstore.store.chunks import chunkable, import_lazy_modules, to_chunk
     from recstore.store.prepare import _prepare_chunk, prepare
+    from recstore.store.projection import project_record
 
     line_digests = getattr(chain, "line_digests", None)  # a tree before issue 28's payloads
     records = list(shape_records(shape, 1200))  # synth comes as a generator
@@ -103,6 +143,9 @@ def measure(shape: str, repeat: int) -> dict[str, float]:
         return time.process_time() - start
 
     figures["to_chunk"] = min(chunk_only() for _ in range(repeat))
+    inputs = _projection_inputs(records)
+    figures["project_record"] = _best(repeat, lambda: [project_record(*a) for a in inputs])
+    figures["canonical"] = _best(repeat, lambda: [canonical_bytes(r) for r, _, _ in inputs])
     return {name: seconds / n * 1e6 for name, seconds in figures.items()}
 
 
@@ -111,8 +154,12 @@ def main() -> None:
     parser.add_argument("--shape", default="aioc-dev", choices=("aioc-dev", "synth"))
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--baseline", help="another tree's python: measured first, same run")
+    parser.add_argument("--digest", action="store_true", help="print a digest of every row")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.digest:
+        print(f"{args.shape}: {projection_digest(args.shape)}")
+        return
     if args.json:
         print(json.dumps(measure(args.shape, args.repeat)))
         return
