@@ -313,8 +313,9 @@ def test_the_wide_integer_scan_in_c_answers_as_python_on_any_text(text):
     assert canonical.has_wide_integer(text) is _python_scan(text)
 
 
-def test_the_wide_integer_scan_is_linear_on_a_hostile_text():
-    # one string that never closes, of escaped quotes: a backtracking scan is quadratic here
+def test_the_wide_integer_scan_reads_a_hostile_open_string_as_a_string():
+    # one string that never closes, of escaped quotes (a backtracking scan would be quadratic
+    # here: the regex is possessive and the C scan reads each byte once)
     opened = b'"' + b'\\"' * 200_000
     for text, wide in ((opened + b"1" * 30, False), (opened + b'" ' + b"1" * 30, True)):
         assert _python_scan(text) is wide  # the digits in the open string are not a number

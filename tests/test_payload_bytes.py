@@ -5,6 +5,8 @@ computes them again), the same column."""
 
 from __future__ import annotations
 
+import hashlib
+
 import duckdb
 import pyarrow as pa
 import pytest
@@ -13,7 +15,7 @@ from hypothesis import strategies as st
 
 from recstore.formats.events import record_to_events
 from recstore.formats.jsontext import dumps_json, dumps_json_bytes
-from recstore.store.chain import EVENT_LINE_SQL, line_digest, line_digests
+from recstore.store.chain import EVENT_LINE_SQL, line_digests
 from recstore.store.chunks import _payload_column
 
 from .test_store_properties import json_values
@@ -50,7 +52,15 @@ def test_line_digests_of_a_record_are_its_events_line_digests_joined(evs, first_
                                                                      key):
     rows = [(etype, idx, turn, text.encode("utf-8") if as_bytes else text)
             for etype, idx, turn, text, as_bytes in evs]
-    expected = "".join(line_digest(key, first_pos + i, revision, *row)
+    # the line as EVENT_LINE_SQL defines it (fields joined by U+001F, ended by U+001E),
+    # written out here rather than through recstore's own code
+    def line(pos: int, etype: str, idx, turn, payload) -> bytes:
+        text = payload.decode("utf-8") if isinstance(payload, bytes) else payload
+        fields = [key, str(pos), str(revision), etype, "" if idx is None else str(idx),
+                  "" if turn is None else str(turn), text]
+        return ("\x1f".join(fields) + "\x1e").encode("utf-8")
+
+    expected = "".join(hashlib.sha256(line(first_pos + i, *row)).hexdigest()
                        for i, row in enumerate(rows))
     assert line_digests(key, revision, rows, first_pos) == expected
 

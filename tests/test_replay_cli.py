@@ -165,10 +165,21 @@ def test_a_batch_imports_lazy_modules_before_it_forks_and_keeps_order_in_small_t
     """replay_stored imports what pyarrow's first list imports before it forks workers (as
     Store.ingest does; each worker would import pandas, 0.3-0.4 s), and only then; tasks of
     any size (here 1 to 4 sources, few in flight) still give every replay in selection order."""
+    from contextlib import contextmanager
+
     from recstore.replay import batch
 
-    calls: list[int] = []
-    monkeypatch.setattr(batch, "import_lazy_modules", lambda: calls.append(1))
+    calls: list[str] = []
+    real_pool = batch.worker_pool
+
+    @contextmanager
+    def pool(n):  # records when the workers fork, beside the import
+        calls.append(f"fork {n}")
+        with real_pool(n) as forked:
+            yield forked
+
+    monkeypatch.setattr(batch, "worker_pool", pool)
+    monkeypatch.setattr(batch, "import_lazy_modules", lambda: calls.append("import"))
     monkeypatch.setattr(batch, "CHUNK", 4)
     monkeypatch.setattr(batch, "MIN_CHUNK", 1)
     monkeypatch.setattr(batch, "IN_FLIGHT_SOURCES", 1)
@@ -178,7 +189,7 @@ def test_a_batch_imports_lazy_modules_before_it_forks_and_keeps_order_in_small_t
     results = batch.replay_stored(store, keys, batch.ReplayJob(), workers=workers)
     assert [r.source_run_key for r in results] == keys
     assert {r.report.status for r in results} == {"completed"}
-    assert len(calls) == (1 if workers > 1 else 0)
+    assert calls == (["import", "fork 2"] if workers > 1 else ["fork 0"])
 
 
 def test_replays_survive_a_rebuild_from_the_log(store_path):

@@ -782,14 +782,11 @@ def test_utc_now_is_javascripts_to_iso_string_at_any_instant(instants):
 
     from recstore.runtime import loop
 
-    original = time_module.time_ns
-    try:
+    with pytest.MonkeyPatch.context() as patch:  # a hypothesis test: no function fixture
         for nanos in instants:
-            time_module.time_ns = lambda nanos=nanos: nanos
+            patch.setattr(time_module, "time_ns", lambda nanos=nanos: nanos)
             got = loop.utc_now()
             seconds, rest = divmod(nanos, 1_000_000_000)
             expected = (datetime.fromtimestamp(seconds, UTC)
                         + timedelta(milliseconds=rest // 1_000_000))
             assert got == expected.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    finally:
-        time_module.time_ns = original
