@@ -67,7 +67,7 @@ def shape_records(shape: str, n: int) -> list[dict]:
     if shape == "synth":
         from recstore.synth import generate_corpus
 
-        return generate_corpus(min(n, DISTINCT), seed=42)
+        return list(generate_corpus(min(n, DISTINCT), seed=42))
     import gzip
 
     records = []
@@ -221,7 +221,7 @@ def profile_ingest(corpus: Path, db: Path) -> None:
         r"prepare\.py.*\((prepare|record_hash)\)|canonical\.py.*\(canonical_bytes|"
         r"projection\.py.*\(project_record\)|reader\.py.*\(parse_input\)|"
         r"events\.py.*\(record_to_events\)|aioc\.py.*\(validate_run_record\)|"
-        r"ingest\.py.*\(ingest_sources\)|chain\.py.*\(line_digest\)")
+        r"ingest\.py.*\(ingest_sources\)|chain\.py.*\(line_digests\)")
 
 
 def _child(args: list[str]) -> dict:

@@ -75,7 +75,7 @@ def projection_digest(shape: str) -> str:
     from recstore.store.projection import project_record
 
     digest = hashlib.sha256()
-    for record, ctx, keys in _projection_inputs(list(shape_records(shape, 1200))):
+    for record, ctx, keys in _projection_inputs(shape_records(shape, 1200)):
         rows = sorted(project_record(record, ctx, keys).items())
         digest.update(repr(rows).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
@@ -106,14 +106,12 @@ def measure(shape: str, repeat: int) -> dict[str, float]:
 
     from recstore.canonical import canonical_bytes
     from recstore.formats.events import record_to_events
-    from recstore.store import chain
-    from recstore.store.chain import line_digest
+    from recstore.store.chain import line_digests
     from recstore.store.chunks import chunkable, import_lazy_modules, to_chunk
     from recstore.store.prepare import _prepare_chunk, prepare
     from recstore.store.projection import project_record
 
-    line_digests = getattr(chain, "line_digests", None)  # a tree before issue 28's payloads
-    records = list(shape_records(shape, 1200))  # synth comes as a generator
+    records = shape_records(shape, 1200)
     raws = _raws(records)
     with tempfile.TemporaryDirectory() as tmp:
         schema = _schema(Path(tmp))
@@ -126,12 +124,9 @@ def measure(shape: str, repeat: int) -> dict[str, float]:
     figures["events"] = _best(repeat, lambda: [record_to_events(r) for r in records])
     events = [record_to_events(r) for r in records]
 
-    def digests() -> None:  # as prepare makes them: per record where the tree can
+    def digests() -> None:  # as prepare makes them: one call a record
         for i, evs in enumerate(events):
-            if line_digests is not None:
-                line_digests(f"aioc:{i}", 1, evs)
-            else:
-                [line_digest(f"aioc:{i}", pos, 1, *e) for pos, e in enumerate(evs)]
+            line_digests(f"aioc:{i}", 1, evs)
 
     figures["digests"] = _best(repeat, digests)
 

@@ -92,22 +92,29 @@ def int32(value: Any) -> int | None:
     return None
 
 
+def _compact(value: Any) -> bytes | str:
+    """Compact JSON of a parsed value, key order kept, every number exact: orjson's UTF-8
+    ``bytes``, or the stdlib's ASCII ``str`` for what orjson refuses (ints beyond 64 bits, lone
+    surrogates), which it writes exactly."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+
+
 def dumps_json(value: Any) -> str:
     """Compact JSON text of a parsed value: key order kept, every number exact."""
-    try:
-        return orjson.dumps(value).decode("utf-8")
-    except TypeError:  # ints beyond 64 bits or lone surrogates: the stdlib writes both exactly
-        return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+    data = _compact(value)
+    return data if isinstance(data, str) else data.decode("utf-8")
 
 
 def dumps_json_bytes(value: Any) -> bytes:
     """:func:`dumps_json`'s text as UTF-8 ``bytes``: what a small record's payloads travel as,
     from orjson to the line digest and the Arrow column without being decoded or encoded again
     (a ``str`` was decoded here, encoded again for its line digest and once more into Arrow)."""
-    try:
-        data = orjson.dumps(value)
-    except TypeError:
-        return json.dumps(value, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    data = _compact(value)
+    if isinstance(data, str):
+        return data.encode("ascii")
     # a copy: orjson's own bytes keep the buffer it grew, 4 kB at least (kept as they came,
     # the dev corpus's 34,729 payloads took 8x the CPU to print, and 4 kB of memory each)
     return bytes(memoryview(data))
@@ -117,10 +124,9 @@ def dumps_json_lean(value: Any) -> str | bytes:
     """:func:`dumps_json`'s text as a ``str`` or as UTF-8 ``bytes``, whichever Python holds in
     less memory: a ``str`` with one character beyond U+FFFF (an emoji) takes 4 bytes for every
     character, so a big text with one is kept as its UTF-8."""
-    try:
-        data = orjson.dumps(value)
-    except TypeError:
-        return json.dumps(value, ensure_ascii=True, separators=(",", ":"))  # ASCII: str is lean
+    data = _compact(value)
+    if isinstance(data, str):  # the stdlib's: ASCII, so its str is lean
+        return data
     if data.isascii():
         return data.decode("utf-8")
     # a character beyond U+FFFF (its UTF-8 starts with F0-F4) makes every character of a str 4

@@ -49,7 +49,7 @@ def digest_key(digest: hashlib._Hash) -> int:
 
 def key_of(value: Any) -> int:
     """Comparison key of a JSON value."""
-    return digest_key(hashlib.sha256(canonical_bytes(value)))
+    return text_key(canonical_bytes(value))
 
 
 def call_output_key(call: dict[str, Any]) -> int | None:

@@ -8,7 +8,7 @@ which is how ``recstore verify`` checks a store without reading it through Pytho
 
 Example:
     >>> d = Digest()
-    >>> d.add_line_digests([line_digest("aioc:r", 0, 1, "run_started", None, None, "{}")])
+    >>> d.add_joined(line_digests("aioc:r", 1, [("run_started", None, None, "{}")]), 1)
     >>> h = batch_hash(None, 1, 1, d.hexdigest(), EMPTY_DIGEST)
     >>> len(h)
     32
@@ -27,7 +27,6 @@ __all__ = [
     "STREAM_LINE_SQL",
     "Digest",
     "batch_hash",
-    "line_digest",
     "line_digests",
 ]
 
@@ -56,23 +55,10 @@ def _field(value: int | None) -> str:
     return "" if value is None else str(value)
 
 
-def line_digest(
-    stream_key: str,
-    stream_pos: int,
-    revision: int,
-    etype: str,
-    idx: int | None,
-    turn: int | None,
-    payload: str | bytes,
-) -> str:
-    """sha256 (hex) of one event's line: what the batch digest is made of."""
-    return line_digests(stream_key, revision, [(etype, idx, turn, payload)], stream_pos)
-
-
 def line_digests(stream_key: str, revision: int, events: Iterable[tuple], first_pos: int = 0
                  ) -> str:
-    """The line digests (:func:`line_digest`) of ``events`` (``(type, idx, turn, payload)``)
-    of stream ``stream_key`` from stream position ``first_pos``, joined into one string.
+    """The line digests (sha256, hex) of ``events`` (``(type, idx, turn, payload)``), what the
+    batch digest is made of, of stream ``stream_key`` from stream position ``first_pos``, joined into one string.
     Computed where the events are prepared (perhaps a worker process), so the writer only
     adds them: one call a record, the fields every line shares formatted once."""
     sha256 = hashlib.sha256
@@ -97,9 +83,6 @@ class Digest:
     def __init__(self) -> None:
         self._sha = hashlib.sha256()
         self.count = 0
-
-    def add_line_digests(self, digests: list[str]) -> None:
-        self.add_joined("".join(digests), len(digests))
 
     def add_joined(self, digests: str, count: int) -> None:
         """Add ``count`` line digests given joined into one string."""

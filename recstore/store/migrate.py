@@ -26,7 +26,7 @@ from recstore.store.chain import (
     STREAM_LINE_SQL,
     Digest,
     batch_hash,
-    line_digest,
+    line_digests,
 )
 from recstore.store.db import UPGRADE_PENDING_LAYOUT as _PENDING
 from recstore.store.db import transaction
@@ -245,8 +245,8 @@ def _carry_tags(con: duckdb.DuckDBPyConnection, previous: bytes | None) -> None:
         payload = dumps_json({"set": loads_json(tags)})
         events.append((first + offset, key, pos, revision, TAGS_EVENT, None, None, payload,
                        source_id, batch_id))
-        digests.add_line_digests([line_digest(key, pos, revision, TAGS_EVENT, None, None,
-                                              payload)])
+        digests.add_joined(line_digests(key, revision, [(TAGS_EVENT, None, None, payload)], pos),
+                           1)
     insert_columns(con, "events", EVENT_COLUMNS, events)
     digest = batch_hash(previous, batch_id, len(events), digests.hexdigest(), EMPTY_DIGEST)
     con.execute(

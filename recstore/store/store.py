@@ -485,7 +485,9 @@ def read_runs(
         raise NotFoundError(f"no stored run {missing}")
     for start in range(0, len(found), chunk):
         rows = found[start:start + chunk]
-        seqs, types, payloads = _events_of_runs(con, rows)
+        seqs, types, payloads = _events_of_runs(con, {
+            (first_seq, last_seq) for _, key, _, _, _, first_seq, last_seq in rows
+            if not key.startswith("agentuse:")})
         for pos, key, revision, record_hash, source_uri, first_seq, last_seq in rows:
             if key.startswith("agentuse:"):  # file events: the record folds every revision
                 yield pos, StoredEvents(key, revision, record_hash, source_uri,
@@ -497,19 +499,20 @@ def read_runs(
             yield pos, StoredEvents(key, revision, record_hash, source_uri, events)
 
 
-def _events_of_runs(con: duckdb.DuckDBPyConnection, rows: list[tuple]
+def _events_of_runs(con: duckdb.DuckDBPyConnection, spans: set[tuple[int, int]]
                     ) -> tuple[list[int], list[str], list[str]]:
-    """The seqs, types and payloads of the events of the aioc runs of ``rows`` (``read_runs``'
-    rows: key at 1, first and last seq at 5 and 6), in seq order. A run's events are its seqs
+    """The seqs, types and payloads of the events whose seqs lie in ``spans`` (each run's first
+    and last seq; a run named twice is one span), in seq order. A run's events are its seqs
     from first to last, so each run's are one stretch of these lists. They come from DuckDB as
     Arrow columns: no Python tuple per event (a fifth of the cost of reading them as rows)."""
+    if not spans:
+        return [], [], []
     import pyarrow as pa
 
     from recstore.store.tables import registered
 
-    spans = {row[1]: row[5:7] for row in rows if not row[1].startswith("agentuse:")}
-    table = pa.table({"first_seq": pa.array([s[0] for s in spans.values()], pa.int64()),
-                      "last_seq": pa.array([s[1] for s in spans.values()], pa.int64())})
+    table = pa.table({"first_seq": pa.array([s[0] for s in spans], pa.int64()),
+                      "last_seq": pa.array([s[1] for s in spans], pa.int64())})
     with registered(con, "spans", table):
         columns = con.sql(
             "WITH want AS (SELECT unnest(range(first_seq, last_seq + 1)) AS seq FROM spans) "
